@@ -1,0 +1,183 @@
+"""What a notebook's test cells call: correctness, speed and prediction checks for one exercise."""
+from __future__ import annotations
+
+import os
+import secrets
+import traceback
+
+import torch
+
+from . import device as _device
+from . import exercises, integrity, timing
+from .compare import TOLERANCES, CheckFailed, describe_mismatch
+from .guard import watch
+from .quiet import stderr_to_stdout
+
+
+class GPURequired(RuntimeError):
+    """A speed check ran where there is no CUDA GPU, during grading: it earns no points."""
+
+
+def grading() -> bool:
+    """True while nbgrader autogrades this notebook."""
+    return os.environ.get("NBGRADER_EXECUTION") == "autograde"
+
+
+def _seed(hidden: bool) -> int:
+    # Fresh inputs on every run; at grading time the instructor may fix a secret seed.
+    secret = os.environ.get("GRADER_SECRET_SEED")
+    if hidden and secret:
+        return int(secret)
+    return secrets.randbelow(2**31)
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def run_student(spec, fn, args, label: str):
+    """Call the student's function once under the guard; raise CheckFailed with a reason if it cheats."""
+    saved = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    try:
+        with stderr_to_stdout(), watch() as record:
+            got = fn(*args)
+        if _device.current().is_gpu:
+            torch.cuda.synchronize()
+    except CheckFailed:
+        raise
+    except Exception as e:  # the student's code raised: show where, briefly
+        tb = traceback.format_exception(type(e), e, e.__traceback__)
+        raise CheckFailed(f"{spec.title}: your function raised on {label}:\n"
+                          + "".join(tb[-3:]).rstrip()) from None
+    if record.forbidden():
+        raise CheckFailed(f"{spec.title}: your function computed with PyTorch ({', '.join(record.forbidden())}) "
+                          f"on {label}. Allocating outputs and taking views is fine; the computation "
+                          f"itself must happen in your Triton kernel.")
+    if record.launches == 0:
+        raise CheckFailed(f"{spec.title}: your function did not launch a Triton kernel on {label}. "
+                          f"Launch your @triton.jit kernel with kernel[grid](...).")
+    for i, (before, after) in enumerate(zip(saved, args)):
+        if isinstance(before, torch.Tensor) and not torch.equal(before, after):
+            raise CheckFailed(f"{spec.title}: your function changed its input argument {i} on {label}. "
+                              f"Write results to a new output tensor, never into an input.")
+    return got
+
+
+def _check_case(spec, fn, shape, dtype, dev, gen, seed):
+    args = spec.make_inputs(shape, dtype, dev.torch_device, gen)
+    expected = _as_tuple(spec.reference(*args))  # kept alive: its memory can't be handed to the student
+    label = f"shape {shape}, {_dtype_name(dtype)} (seed {seed})"
+    got = _as_tuple(run_student(spec, fn, args, label))
+    if len(got) != len(expected):
+        raise CheckFailed(f"{spec.title}: expected {len(expected)} outputs, got {len(got)} on {label}.")
+    atol, rtol = spec.tolerances.get(dtype, TOLERANCES[dtype])
+    for i, (g, e) in enumerate(zip(got, expected)):
+        name = f"{spec.title} on {label}" + (f", output {i}" if len(expected) > 1 else "")
+        message = describe_mismatch(name, g, e, atol, rtol, spec.hint)
+        if message:
+            raise CheckFailed(message)
+
+
+def check(key: str, fn, hidden: bool = False) -> None:
+    """Check fn against the reference on several shapes and dtypes; raises CheckFailed if wrong."""
+    integrity.verify((check, check_speed, run_student, describe_mismatch, watch))
+    spec = exercises.get(key)
+    dev = _device.current()
+    seed = _seed(hidden)
+    gen = torch.Generator(device=dev.torch_device).manual_seed(seed)
+    shapes = spec.shapes(dev, hidden)
+    dtypes = spec.dtypes(dev)
+    for dtype in dtypes:
+        for shape in shapes:
+            _check_case(spec, fn, shape, dtype, dev, gen, seed)
+    kind = "hidden and visible" if hidden else "visible"
+    print(f"OK: {spec.title} is correct on {len(shapes)} {kind} shapes x "
+          f"{', '.join(_dtype_name(d) for d in dtypes)}.")
+
+
+def credit(ratio: float, target: float) -> float:
+    """Full credit at the target, none below half of it, linear in between."""
+    if ratio >= target:
+        return 1.0
+    if ratio <= target / 2:
+        return 0.0
+    return (ratio - target / 2) / (target / 2)
+
+
+def _no_gpu(title: str):
+    message = (f"The speed check of {title} needs a CUDA GPU, and this machine has none: "
+               f"nothing was measured.")
+    if grading():
+        raise GPURequired(message + " Speed is graded on the instructor's GPU; here it scores 0.")
+    print(message + " Your kernel's correctness was checked above; run on a GPU to see its speed.")
+
+
+def check_speed(key: str, fn, points: float = 1.0):
+    """Time fn against the exercise's PyTorch baseline on the GPU; returns the points earned."""
+    integrity.verify((check, check_speed, run_student, describe_mismatch, watch, timing.compare))
+    spec = exercises.get(key)
+    dev = _device.current()
+    if not dev.is_gpu:
+        return _no_gpu(spec.title)
+    dtype = spec.timed_dtype(dev)
+    seed = _seed(True)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
+    # A wrong result is worth nothing however fast: check at the timed size first.
+    _check_case(spec, fn, spec.speed_shape, dtype, dev, gen, seed)
+    with stderr_to_stdout():
+        ms = timing.compare({"baseline": lambda: spec.baseline(*args), "yours": lambda: fn(*args)})
+    ratio = ms["baseline"] / ms["yours"]
+    earned = credit(ratio, spec.target)
+    print(f"{spec.title}, shape {spec.speed_shape}, {_dtype_name(dtype)}, on {dev.name}:")
+    print(f"  yours {ms['yours']:.4f} ms, {spec.baseline_name} {ms['baseline']:.4f} ms "
+          f"-> {ratio:.2f}x (target {spec.target:.2f}x, full credit from there, none below "
+          f"{spec.target / 2:.2f}x)")
+    if spec.bytes_moved:
+        gbs = spec.bytes_moved(spec.speed_shape, dtype) / (ms["yours"] * 1e-3) / 1e9
+        ceiling = timing.copy_bandwidth_gbs()
+        print(f"  {gbs:.0f} GB/s = {100 * gbs / ceiling:.0f}% of this GPU's measured copy bandwidth "
+              f"({ceiling:.0f} GB/s)")
+    if spec.flops:
+        tflops = spec.flops(spec.speed_shape, dtype) / (ms["yours"] * 1e-3) / 1e12
+        print(f"  {tflops:.0f} TFLOP/s")
+    print(f"  speed score: {earned * points:.2f} of {points:g}")
+    return round(earned * points, 4)
+
+
+def check_prediction(key: str, predict) -> None:
+    """Check a prediction function against the performance model's own answer on a few cases."""
+    spec = exercises.get(key)
+    for case in spec.cases:
+        want = spec.model(*case)
+        try:
+            got = float(predict(*case))
+        except Exception as e:
+            raise CheckFailed(f"{spec.title}: your function raised {type(e).__name__}: {e} "
+                              f"for arguments {case}.") from None
+        if not abs(got - want) <= spec.formula_tolerance * want:
+            raise CheckFailed(f"{spec.title}: for arguments {case} the model gives {want:.4g} ms, "
+                              f"you predicted {got:.4g} ms ({got / want:.2f}x).\n  hint: {spec.hint}")
+    print(f"OK: {spec.title} follows the model on {len(spec.cases)} cases.")
+
+
+def check_prediction_on_gpu(key: str, predict) -> None:
+    """Compare the prediction, given this GPU's measured bandwidth, with the measured time."""
+    spec = exercises.get(key)
+    dev = _device.current()
+    if not dev.is_gpu:
+        return _no_gpu(spec.title)
+    bandwidth = timing.copy_bandwidth_gbs()
+    case, measured = spec.measure(bandwidth)
+    predicted = float(predict(*case))
+    off = abs(predicted - measured) / measured
+    print(f"{spec.title} on {dev.name} (measured copy bandwidth {bandwidth:.0f} GB/s), arguments {case}:")
+    print(f"  predicted {predicted:.4f} ms, measured {measured:.4f} ms: off by {100 * off:.0f}% "
+          f"(allowed {100 * spec.gpu_tolerance:.0f}%)")
+    if off > spec.gpu_tolerance:
+        raise CheckFailed(f"{spec.title}: your prediction is {predicted / measured:.2f}x the measured time."
+                          f"\n  hint: {spec.hint}")

@@ -1,0 +1,59 @@
+"""Compare a result with the expected one and explain the difference the way a TA would."""
+from __future__ import annotations
+
+import torch
+
+# (atol, rtol) per output dtype: what a correct kernel reaches, with room for fp32 vs TF32 and for a
+# different (fused) order of rounding. Specs may override them.
+TOLERANCES = {
+    torch.float64: (1e-10, 1e-8),
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (1.6e-2, 1.6e-2),
+}
+
+
+class CheckFailed(AssertionError):
+    """A student's answer is wrong; the message says how, where and what to look at."""
+
+
+def _fmt_index(flat: int, shape) -> tuple:
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(shape))) if len(shape) else ()
+
+
+def describe_mismatch(name: str, got, expected: torch.Tensor, atol: float, rtol: float, hint: str = "") -> str | None:
+    """None when `got` matches `expected` within tolerance, else a message that teaches."""
+    where = f"{name}: expected shape {tuple(expected.shape)} {str(expected.dtype).replace('torch.', '')}"
+    if not isinstance(got, torch.Tensor):
+        return f"{where}, but got {type(got).__name__}. Return the output tensor from your function."
+    if tuple(got.shape) != tuple(expected.shape):
+        return f"{where}, but got shape {tuple(got.shape)}. Allocate the output with the input's shape."
+    if got.dtype != expected.dtype:
+        return (f"{where}, but got dtype {str(got.dtype).replace('torch.', '')}. "
+                f"Allocate the output with the same dtype as the input (e.g. torch.empty_like(x)).")
+    if got.device != expected.device:
+        return f"{where}, but got a tensor on {got.device}. Keep the output on {expected.device}."
+    g, e = got.detach().double(), expected.detach().double()
+    unwritten = torch.isnan(g) & ~torch.isnan(e)
+    bad = ~torch.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+    n_bad = int(bad.sum())
+    if n_bad == 0:
+        return None
+    first = int(bad.flatten().nonzero()[0])
+    idx = _fmt_index(first, expected.shape)
+    lines = [f"{where}: {n_bad} of {expected.numel()} elements differ (atol={atol:g}, rtol={rtol:g}).",
+             f"  first bad index {idx}: expected {e.flatten()[first].item():.6g}, got {g.flatten()[first].item():.6g}"]
+    n_unwritten = int(unwritten.sum())
+    if n_unwritten:
+        first_u = _fmt_index(int(unwritten.flatten().nonzero()[0]), expected.shape)
+        lines.append(f"  {n_unwritten} elements were never written (they still hold the NaN poison the grader "
+                     f"put in freshly allocated memory), the first at {first_u}. Check that your grid covers "
+                     f"every element (triton.cdiv) and that the mask is not too strict.")
+    else:
+        err = (g - e).abs()
+        finite = torch.isfinite(err)
+        if finite.any():
+            lines.append(f"  largest difference {err[finite].max().item():.3g}")
+    if hint:
+        lines.append(f"  hint: {hint}")
+    return "\n".join(lines)

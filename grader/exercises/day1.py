@@ -1,0 +1,126 @@
+"""Day 1 exercises: vector add, fused bias + GELU, and predicting a runtime from bytes and bandwidth."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .spec import KernelExercise, PredictionExercise
+
+
+def _randn(shape, dtype, device, gen):
+    # Drawn in float32 then cast, so that every dtype sees the same kind of values.
+    return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
+
+
+def _two_vectors(shape, dtype, device, gen):
+    return _randn(shape, dtype, device, gen), _randn(shape, dtype, device, gen)
+
+
+def _matrix_and_bias(shape, dtype, device, gen):
+    return _randn(shape, dtype, device, gen), _randn(shape[-1:], dtype, device, gen)
+
+
+def _elementwise_bytes(n_tensors):
+    def count(shape, dtype):
+        n = 1
+        for s in shape:
+            n *= s
+        return n_tensors * n * torch.empty((), dtype=dtype).element_size()
+    return count
+
+
+vector_add = KernelExercise(
+    key="day1.vector_add",
+    title="vector add",
+    make_inputs=_two_vectors,
+    reference=lambda x, y: (x.double() + y.double()).to(x.dtype),
+    baseline=torch.add,
+    baseline_name="torch.add (eager)",
+    cpu_shapes=((1,), (1000,), (4099,)),
+    gpu_shapes=((1,), (1000,), (98_431,), (2**20 + 7,)),
+    hidden_cpu_shapes=((1024,), (20_011,)),
+    hidden_gpu_shapes=((2**24 + 3,), (3 * 2**20,)),
+    speed_shape=(2**26,),
+    target=0.9,
+    gpu_dtypes=lambda dev: (torch.float32,),
+    bytes_moved=_elementwise_bytes(3),  # read x, read y, write out
+    hint="each program handles BLOCK_SIZE elements starting at pid * BLOCK_SIZE; mask the tail.",
+)
+
+
+def _bias_gelu_reference(x, b):
+    return F.gelu(x.float() + b.float()).to(x.dtype)
+
+
+bias_gelu = KernelExercise(
+    key="day1.bias_gelu",
+    title="fused bias + GELU",
+    make_inputs=_matrix_and_bias,
+    reference=_bias_gelu_reference,
+    baseline=lambda x, b: F.gelu(x + b),
+    baseline_name="F.gelu(x + b) (eager, two kernels)",
+    cpu_shapes=((1, 1), (7, 300), (33, 1000)),
+    gpu_shapes=((1, 1), (7, 300), (1000, 1000), (4096, 4097)),
+    hidden_cpu_shapes=((64, 257), (3, 5000)),
+    hidden_gpu_shapes=((8192, 8192), (333, 12_289)),
+    speed_shape=(8192, 8192),
+    target=1.8,
+    gpu_dtypes=lambda dev: (dev.half_dtype, torch.float32),
+    bytes_moved=_elementwise_bytes(2),  # read x, write out (the bias is tiny and stays in cache)
+    hint="GELU(u) = 0.5 * u * (1 + erf(u / sqrt(2))); compute it in float32 (x.to(tl.float32)) and "
+         "add the bias of the element's column (offset % n_cols).",
+)
+
+
+def _add_model(n, bandwidth_gbs):
+    return 3 * n * 4 / (bandwidth_gbs * 1e9) * 1e3
+
+
+def _bias_gelu_eager_model(rows, cols, bandwidth_gbs):
+    # Two kernels: x + b writes a temporary, F.gelu reads it back. 4 passes over 2-byte elements.
+    return 4 * rows * cols * 2 / (bandwidth_gbs * 1e9) * 1e3
+
+
+def _measure(case_of):
+    def measure(bandwidth_gbs):
+        from .. import timing
+        case, fn = case_of(bandwidth_gbs)
+        return case, timing.compare({"op": fn})["op"]
+    return measure
+
+
+def _measure_add(bandwidth_gbs):
+    n = 2**26
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    return (n, bandwidth_gbs), lambda: torch.add(x, y)
+
+
+def _measure_bias_gelu(bandwidth_gbs):
+    rows, cols = 8192, 8192
+    dtype = torch.bfloat16 if torch.cuda.get_device_capability() >= (8, 0) else torch.float16
+    x = torch.randn(rows, cols, device="cuda").to(dtype)
+    b = torch.randn(cols, device="cuda").to(dtype)
+    return (rows, cols, bandwidth_gbs), lambda: F.gelu(x + b)
+
+
+predict_add = PredictionExercise(
+    key="day1.predict_add",
+    title="predicted time of torch.add on two float32 vectors",
+    model=_add_model,
+    cases=((2**20, 1000.0), (10**8, 3350.0), (12_345, 900.0)),
+    measure=_measure(_measure_add),
+    hint="count every byte read and written: two inputs and one output of 4 bytes each; "
+         "GB/s means 1e9 bytes per second; the answer is in milliseconds.",
+)
+
+predict_bias_gelu = PredictionExercise(
+    key="day1.predict_bias_gelu_eager",
+    title="predicted time of eager F.gelu(x + b) on a 16-bit matrix",
+    model=_bias_gelu_eager_model,
+    cases=((8192, 8192, 3000.0), (1000, 4096, 1500.0), (3, 7, 100.0)),
+    measure=_measure(_measure_bias_gelu),
+    hint="eager PyTorch runs two kernels: x + b writes a temporary that F.gelu reads back; "
+         "each element is 2 bytes.",
+)
+
+EXERCISES = (vector_add, bias_gelu, predict_add, predict_bias_gelu)

@@ -1,0 +1,57 @@
+"""Exercises described as data, so that a notebook's test cell is a one-line call."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class KernelExercise:
+    """A function the student writes with Triton, checked against PyTorch for correctness and speed."""
+
+    key: str                       # "day1.vector_add": the name test cells use
+    title: str
+    make_inputs: Callable          # (shape, dtype, device, generator) -> tuple of arguments
+    reference: Callable            # (*args) -> the exact answer (computed in higher precision, cast back)
+    baseline: Callable             # (*args) -> the PyTorch code the speed is compared with
+    baseline_name: str             # shown in every speed report, e.g. "torch.add (eager)"
+    cpu_shapes: tuple              # visible checks on the interpreter: few programs, small sizes
+    gpu_shapes: tuple              # visible checks on a GPU
+    hidden_cpu_shapes: tuple       # more shapes at grading time
+    hidden_gpu_shapes: tuple
+    speed_shape: tuple             # where the speed is graded (GPU only)
+    target: float                  # speed ratio baseline_time / student_time for full credit
+    gpu_dtypes: Callable           # (device) -> dtypes checked on a GPU
+    cpu_dtypes: tuple = (torch.float32,)
+    speed_dtype: Callable = None   # (device) -> dtype timed; default: the first of gpu_dtypes
+    bytes_moved: Callable = None   # (shape, dtype) -> fewest bytes the op must move (for GB/s)
+    flops: Callable = None         # (shape, dtype) -> floating-point operations (for TFLOP/s)
+    tolerances: dict = field(default_factory=dict)  # dtype -> (atol, rtol), overriding the defaults
+    hint: str = ""                 # shown with every mismatch
+
+    def shapes(self, device, hidden: bool) -> tuple:
+        if device.is_gpu:
+            return self.gpu_shapes + (self.hidden_gpu_shapes if hidden else ())
+        return self.cpu_shapes + (self.hidden_cpu_shapes if hidden else ())
+
+    def dtypes(self, device) -> tuple:
+        return tuple(self.gpu_dtypes(device)) if device.is_gpu else self.cpu_dtypes
+
+    def timed_dtype(self, device):
+        return self.speed_dtype(device) if self.speed_dtype else self.dtypes(device)[0]
+
+
+@dataclass(frozen=True)
+class PredictionExercise:
+    """A number the student predicts with the performance model, then checked against a measurement."""
+
+    key: str
+    title: str
+    model: Callable                # (*case) -> the model's answer, in ms
+    cases: tuple                   # argument tuples for the formula check (any machine)
+    measure: Callable              # (bandwidth_gbs) -> (case, measured_ms) on the grading GPU
+    formula_tolerance: float = 0.05  # relative: answers within 5% of the model pass the formula check
+    gpu_tolerance: float = 0.35      # relative: prediction vs measurement on the GPU
+    hint: str = ""

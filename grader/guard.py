@@ -1,0 +1,118 @@
+"""Watch a student's function while it runs: which PyTorch ops it calls, how many Triton kernels it
+launches, and poison every tensor it allocates.
+
+A `TorchDispatchMode` sees every ATen operation that runs, whether it came from `torch.add`, `x + y`,
+`F.gelu` or a C++ path. Work inside a Triton launch is not the student's (the CPU interpreter copies
+tensors with ATen ops), so launches are counted and everything inside them is ignored.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# ATen ops a wrapper may use: allocation, views, layout and bookkeeping. Everything else computes.
+ALLOWED_OPS = frozenset("""
+empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros full full_like
+new_full fill_ zero_ ones ones_like new_ones arange
+view _unsafe_view reshape as_strided expand permute transpose t slice select unsqueeze squeeze
+flatten unflatten split split_with_sizes chunk unbind narrow movedim detach alias lift_fresh
+clone copy_ _to_copy contiguous _local_scalar_dense is_same_size set_ resize_ view_as_real
+view_as_complex _reshape_alias unfold
+""".split())
+
+# Allocations whose contents are undefined: the guard fills them with poison so that an element a
+# kernel forgets to write shows up as NaN (or as a huge integer) instead of as leftover data.
+POISONED_OPS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
+
+
+def poison_(t: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        if t.is_floating_point() or t.is_complex():
+            t.fill_(math.nan)
+        elif t.dtype == torch.bool:
+            t.fill_(True)
+        else:
+            t.fill_(torch.iinfo(t.dtype).max)
+    return t
+
+
+@dataclass
+class CallRecord:
+    """What a student's function did while it ran under `watch()`."""
+    launches: int = 0
+    torch_ops: list = field(default_factory=list)     # names of disallowed ATen ops, in order
+    device_moves: list = field(default_factory=list)  # copies between devices (e.g. .cpu())
+
+    def forbidden(self) -> list:
+        return sorted(set(self.torch_ops)) + sorted(set(self.device_moves))
+
+
+class _Watcher(TorchDispatchMode):
+    def __init__(self, record: CallRecord, poison: bool):
+        super().__init__()
+        self.record = record
+        self.poison = poison
+        self.in_triton = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self.in_triton:
+            return out
+        name = func.overloadpacket.__name__
+        if name not in ALLOWED_OPS:
+            self.record.torch_ops.append(f"aten.{name}")
+        elif name == "_to_copy" and "device" in kwargs and args and \
+                torch.device(kwargs["device"]).type != args[0].device.type:
+            self.record.device_moves.append(f"copy to {kwargs['device']}")
+        elif self.poison and name in POISONED_OPS and isinstance(out, torch.Tensor):
+            poison_(out)
+        return out
+
+
+def _launch_methods():
+    """The Triton entry points a launch goes through, on a GPU and in the interpreter."""
+    import triton.runtime.jit as jit
+    methods = [(jit.JITFunction, True)]
+    try:
+        import triton.runtime.interpreter as interp
+        methods.append((interp.InterpretedFunction, True))
+    except ImportError:  # pragma: no cover
+        pass
+    import triton.runtime.autotuner as at
+    # Autotuner and Heuristics wrap a JITFunction: their own benchmarking allocates tensors, which
+    # is Triton's work, but the launch is counted once, at the JIT level.
+    methods += [(at.Autotuner, False), (at.Heuristics, False)]
+    return methods
+
+
+@contextmanager
+def watch(poison: bool = True):
+    """Run a block under the watcher; yields the CallRecord it fills in."""
+    record = CallRecord()
+    watcher = _Watcher(record, poison)
+    originals = []
+    for cls, counts in _launch_methods():
+        original = cls.__dict__["run"]
+
+        def run(self, *args, _original=original, _counts=counts, **kwargs):
+            if _counts and not kwargs.get("warmup", False):
+                record.launches += 1
+            watcher.in_triton += 1
+            try:
+                return _original(self, *args, **kwargs)
+            finally:
+                watcher.in_triton -= 1
+
+        originals.append((cls, original))
+        cls.run = run
+    try:
+        with watcher:
+            yield record
+    finally:
+        for cls, original in originals:
+            cls.run = original

@@ -1,0 +1,61 @@
+"""Refuse to grade when the tools the grader relies on were replaced from a notebook cell.
+
+A student's earlier cell runs in the same process as the test cells, so it could swap the timer,
+the CUDA events or a checker for a fake. Genuine versions of these come from files inside the
+torch, triton and grader packages (or are built-in); a replacement defined in a notebook does not.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import time
+import types
+
+import torch
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class TamperingDetected(RuntimeError):
+    pass
+
+
+def _origin(obj) -> str | None:
+    """The file an object's code comes from, or None for built-ins."""
+    if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return None
+    target = inspect.unwrap(obj) if callable(obj) else obj
+    try:
+        return os.path.abspath(inspect.getfile(target))
+    except TypeError:
+        return None
+
+
+def _check(name, obj, package_dir, allow_builtin=True):
+    origin = _origin(obj)
+    if origin is None and allow_builtin:
+        return
+    if origin is None or not origin.startswith(package_dir):
+        raise TamperingDetected(
+            f"{name} has been replaced (it now comes from {origin or 'an unknown place'}). "
+            f"Restart the kernel, remove the cell that changes it, and run the notebook again.")
+
+
+def verify(grader_functions=()) -> None:
+    """Raise TamperingDetected if a timer, event, comparison or grader function is not the original."""
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+    if not isinstance(time.perf_counter, types.BuiltinFunctionType):
+        raise TamperingDetected("time.perf_counter has been replaced. Restart the kernel and run again.")
+    for name in ("isclose", "equal", "allclose"):
+        if not isinstance(getattr(torch, name), types.BuiltinFunctionType):
+            raise TamperingDetected(f"torch.{name} has been replaced. Restart the kernel and run again.")
+    _check("torch.cuda.Event", torch.cuda.Event, torch_dir)
+    _check("torch.cuda.Event.elapsed_time", torch.cuda.Event.elapsed_time, torch_dir)
+    _check("torch.cuda.Event.record", torch.cuda.Event.record, torch_dir)
+    _check("torch.cuda.synchronize", torch.cuda.synchronize, torch_dir)
+    _check("torch.Tensor.double", torch.Tensor.double, torch_dir)
+    import triton.runtime.jit as jit
+    triton_dir = os.path.dirname(os.path.dirname(os.path.abspath(jit.__file__)))
+    _check("triton's JITFunction.run", jit.JITFunction.run, triton_dir)
+    for fn in grader_functions:
+        _check(f"grader.{getattr(fn, '__name__', fn)}", fn, _PACKAGE_DIR, allow_builtin=False)
