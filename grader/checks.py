@@ -108,12 +108,11 @@ def credit(ratio: float, target: float) -> float:
     return (ratio - target / 2) / (target / 2)
 
 
-def _no_gpu(title: str):
-    message = (f"The speed check of {title} needs a CUDA GPU, and this machine has none: "
-               f"nothing was measured.")
+def _no_gpu(what: str):
+    message = f"{what} needs a CUDA GPU, and this machine has none: nothing was measured."
     if grading():
         raise GPURequired(message + " Speed is graded on the instructor's GPU; here it scores 0.")
-    print(message + " Your kernel's correctness was checked above; run on a GPU to see its speed.")
+    print(message + " Run on a GPU to see the measurement.")
 
 
 def check_speed(key: str, fn, points: float = 1.0):
@@ -122,7 +121,7 @@ def check_speed(key: str, fn, points: float = 1.0):
     spec = exercises.get(key)
     dev = _device.current()
     if not dev.is_gpu:
-        return _no_gpu(spec.title)
+        return _no_gpu(f"The speed check of {spec.title}")
     dtype = spec.timed_dtype(dev)
     seed = _seed(True)
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -170,7 +169,7 @@ def check_prediction_on_gpu(key: str, predict) -> None:
     spec = exercises.get(key)
     dev = _device.current()
     if not dev.is_gpu:
-        return _no_gpu(spec.title)
+        return _no_gpu(f"Checking the {spec.title} against a measurement")
     bandwidth = timing.copy_bandwidth_gbs()
     case, measured = spec.measure(bandwidth)
     predicted = float(predict(*case))

@@ -1,0 +1,23 @@
+"""nbgrader settings for the course: solutions/ is the source, exercises/ the release (one assignment a day).
+
+The grading workspace (submissions, autograded copies, feedback, the gradebook) lives in grading/,
+which git ignores. Paths are relative to this file, so a copy of the repository is a course of its own.
+"""
+import os
+
+c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
+
+root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.root = root
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "exercises"
+c.CourseDirectory.submitted_directory = "grading/submitted"
+c.CourseDirectory.autograded_directory = "grading/autograded"
+c.CourseDirectory.feedback_directory = "grading/feedback"
+c.CourseDirectory.db_url = os.environ.get("NBGRADER_DB_URL", f"sqlite:///{root}/grading/gradebook.db")
+
+# Triton compiles (or interprets, without a GPU) on first use and speed checks time dozens of runs:
+# nbgrader's 30 s default per cell is far too short.
+c.Execute.timeout = 900
+c.ExecutePreprocessor.timeout = 900
+c.Execute.interrupt_on_timeout = False
