@@ -14,6 +14,7 @@ c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.submitted_directory = "grading/submitted"
 c.CourseDirectory.autograded_directory = "grading/autograded"
 c.CourseDirectory.feedback_directory = "grading/feedback"
+os.makedirs(os.path.join(root, "grading"), exist_ok=True)  # ignored by git; absent in a fresh clone
 c.CourseDirectory.db_url = os.environ.get("NBGRADER_DB_URL", f"sqlite:///{root}/grading/gradebook.db")
 
 # Triton compiles (or interprets, without a GPU) on first use and speed checks time dozens of runs:

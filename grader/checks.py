@@ -23,6 +23,13 @@ def grading() -> bool:
     return os.environ.get("NBGRADER_EXECUTION") == "autograde"
 
 
+def _grader_functions() -> dict:
+    # Looked up at call time: a cell that rebinds one of these names is caught by integrity.verify.
+    return {"check": check, "check_speed": check_speed, "run_student": run_student,
+            "_check_case": _check_case, "describe_mismatch": describe_mismatch, "watch": watch,
+            "timing.compare": timing.compare, "credit": credit}
+
+
 def _seed(hidden: bool) -> int:
     # Fresh inputs on every run; at grading time the instructor may fix a secret seed.
     secret = os.environ.get("GRADER_SECRET_SEED")
@@ -84,7 +91,7 @@ def _check_case(spec, fn, shape, dtype, dev, gen, seed):
 
 def check(key: str, fn, hidden: bool = False) -> None:
     """Check fn against the reference on several shapes and dtypes; raises CheckFailed if wrong."""
-    integrity.verify((check, check_speed, run_student, describe_mismatch, watch))
+    integrity.verify(_grader_functions())
     spec = exercises.get(key)
     dev = _device.current()
     seed = _seed(hidden)
@@ -117,7 +124,7 @@ def _no_gpu(what: str):
 
 def check_speed(key: str, fn, points: float = 1.0):
     """Time fn against the exercise's PyTorch baseline on the GPU; returns the points earned."""
-    integrity.verify((check, check_speed, run_student, describe_mismatch, watch, timing.compare))
+    integrity.verify(_grader_functions())
     spec = exercises.get(key)
     dev = _device.current()
     if not dev.is_gpu:

@@ -41,7 +41,7 @@ def _check(name, obj, package_dir, allow_builtin=True):
             f"Restart the kernel, remove the cell that changes it, and run the notebook again.")
 
 
-def verify(grader_functions=()) -> None:
+def verify(grader_functions: dict | None = None) -> None:
     """Raise TamperingDetected if a timer, event, comparison or grader function is not the original."""
     torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
     if not isinstance(time.perf_counter, types.BuiltinFunctionType):
@@ -57,5 +57,5 @@ def verify(grader_functions=()) -> None:
     import triton.runtime.jit as jit
     triton_dir = os.path.dirname(os.path.dirname(os.path.abspath(jit.__file__)))
     _check("triton's JITFunction.run", jit.JITFunction.run, triton_dir)
-    for fn in grader_functions:
-        _check(f"grader.{getattr(fn, '__name__', fn)}", fn, _PACKAGE_DIR, allow_builtin=False)
+    for name, fn in (grader_functions or {}).items():
+        _check(f"grader's {name}", fn, _PACKAGE_DIR, allow_builtin=False)

@@ -1,0 +1,38 @@
+"""Shared set-up: the grader picks the device before any test module defines a Triton kernel."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import grader
+
+DEVICE = grader.setup(quiet=True)
+REPO = Path(__file__).resolve().parent.parent
+
+on_cpu_only = pytest.mark.skipif(DEVICE.is_gpu, reason="checks the behaviour without a GPU")
+on_gpu_only = pytest.mark.skipif(not DEVICE.is_gpu, reason="needs a CUDA GPU")
+
+
+@pytest.fixture
+def course_copy(tmp_path):
+    """A throwaway copy of the course (config, solutions, exercises) to run nbgrader in."""
+    root = tmp_path / "course"
+    root.mkdir()
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    for folder in ("solutions", "exercises"):
+        shutil.copytree(REPO / folder, root / folder)
+    return root
+
+
+def nbgrader(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run one nbgrader command in a course folder, with the current Python environment."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("NBGRADER_EXECUTION", None)
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=env,
+                          capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc

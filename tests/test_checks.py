@@ -1,0 +1,116 @@
+"""The correctness, speed and prediction checks that test cells call, each rule both ways."""
+import pytest
+import torch
+
+import grader
+from grader import checks
+from conftest import on_cpu_only
+import kernels
+
+
+def fails_with(fn, *words, key="day1.vector_add"):
+    with pytest.raises(grader.CheckFailed) as info:
+        grader.check(key, fn)
+    for word in words:
+        assert word in str(info.value), str(info.value)
+    return str(info.value)
+
+
+def test_right_kernel_passes_visible_and_hidden(capsys):
+    grader.check("day1.vector_add", kernels.add)
+    grader.check("day1.vector_add", kernels.add, hidden=True)
+    assert "correct on" in capsys.readouterr().out
+
+
+def test_unwritten_tail_is_caught_by_the_poison():
+    msg = fails_with(kernels.add_grid_too_small, "never written", "triton.cdiv", "first bad index")
+    assert "hint:" in msg
+
+
+def test_computing_with_pytorch_is_refused():
+    fails_with(kernels.add_with_torch, "computed with PyTorch", "aten.add")
+
+
+def test_a_function_that_launches_no_kernel_is_refused():
+    fails_with(kernels.add_without_kernel, "did not launch a Triton kernel")
+
+
+def test_changing_an_input_is_refused():
+    fails_with(kernels.add_in_place, "changed its input argument 0")
+
+
+def test_wrong_values_show_where_and_by_how_much():
+    fails_with(kernels.add_wrong_op, "elements differ", "expected", "got", "largest difference")
+
+
+def test_wrong_dtype_is_named():
+    fails_with(kernels.add_wrong_dtype, "dtype float64")
+
+
+def test_an_exception_in_the_student_code_is_reported():
+    fails_with(kernels.add_that_raises, "raised", "I forgot something")
+
+
+def test_warnings_from_student_code_do_not_reach_stderr(capfd):
+    import warnings
+
+    def noisy_add(x, y):
+        warnings.warn("something deprecated")
+        return kernels.add(x, y)
+
+    grader.check("day1.vector_add", noisy_add)
+    out, err = capfd.readouterr()
+    assert err == ""
+    assert "something deprecated" in out
+
+
+def test_the_secret_seed_fixes_hidden_inputs(monkeypatch):
+    monkeypatch.setenv("GRADER_SECRET_SEED", "1234")
+    assert checks._seed(hidden=True) == 1234
+    assert {checks._seed(hidden=False) for _ in range(5)} != {1234}
+
+
+@pytest.mark.parametrize("ratio, expected", [(2.0, 1.0), (0.9, 1.0), (0.675, 0.5), (0.45, 0.0), (0.1, 0.0)])
+def test_partial_credit_is_linear_between_half_the_target_and_the_target(ratio, expected):
+    assert grader.credit(ratio, 0.9) == pytest.approx(expected)
+
+
+@on_cpu_only
+def test_speed_check_without_gpu_says_so_to_a_student(monkeypatch, capsys):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    assert grader.check_speed("day1.vector_add", kernels.add) is None
+    assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+@on_cpu_only
+def test_speed_check_without_gpu_scores_zero_under_autograde(monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    with pytest.raises(grader.GPURequired, match="needs a CUDA GPU"):
+        grader.check_speed("day1.vector_add", kernels.add)
+    with pytest.raises(grader.GPURequired):
+        grader.check_prediction_on_gpu("day1.predict_add", lambda n, bw: 1.0)
+
+
+def test_prediction_following_the_model_passes():
+    grader.check_prediction("day1.predict_add", lambda n, bw: 12 * n / (bw * 1e9) * 1e3)
+    grader.check_prediction("day1.predict_bias_gelu_eager", lambda r, c, bw: 8 * r * c / (bw * 1e9) * 1e3)
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda n, bw: 8 * n / (bw * 1e9) * 1e3,         # forgot the output
+    lambda n, bw: 12 * n / (bw * 1e9),              # seconds, not milliseconds
+    lambda n, bw: 12 * n / (bw * 2**30) * 1e3,      # GiB instead of GB: 7% off
+])
+def test_prediction_with_a_wrong_count_or_unit_fails(wrong):
+    with pytest.raises(grader.CheckFailed, match="the model gives"):
+        grader.check_prediction("day1.predict_add", wrong)
+
+
+def test_prediction_that_fuses_eager_gelu_is_wrong():
+    with pytest.raises(grader.CheckFailed, match="two kernels"):
+        grader.check_prediction("day1.predict_bias_gelu_eager", lambda r, c, bw: 4 * r * c / (bw * 1e9) * 1e3)
+
+
+def test_unknown_exercise_names_the_known_ones():
+    with pytest.raises(KeyError, match="day1.vector_add"):
+        grader.check("day9.nothing", kernels.add)

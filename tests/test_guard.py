@@ -1,0 +1,54 @@
+"""The watcher around a student's call: launches counted, PyTorch compute flagged, allocations poisoned."""
+import torch
+
+from grader.guard import watch
+import kernels
+
+
+def test_counts_launches_and_allows_allocation_and_views():
+    x = torch.randn(3000)
+    with watch() as record:
+        out = kernels.add(x.view(3, 1000).reshape(-1), x.clone())
+        out.view(3, 1000).t().contiguous()
+    assert record.launches == 1
+    assert record.forbidden() == []
+
+
+def test_flags_every_kind_of_pytorch_compute():
+    x = torch.randn(100)
+    with watch() as record:
+        x + 1
+        torch.softmax(x, dim=0)
+        torch.nn.functional.gelu(x)
+        x.sum()
+    assert record.launches == 0
+    assert {"aten.add", "aten._softmax", "aten.gelu", "aten.sum"} <= set(record.forbidden())
+
+
+def test_flags_moving_data_to_another_device():
+    x = torch.randn(10)
+    with watch() as record:
+        x.to("meta")
+    assert record.forbidden() == ["copy to meta"]
+
+
+def test_poisons_fresh_allocations_but_not_initialised_ones():
+    with watch() as record:
+        a = torch.empty(10)
+        b = torch.empty_like(torch.ones(3, dtype=torch.int32))
+        c = torch.zeros(4)
+    assert torch.isnan(a).all()
+    assert (b == torch.iinfo(torch.int32).max).all()
+    assert (c == 0).all()
+    assert record.forbidden() == []
+
+
+def test_restores_triton_after_the_block():
+    import triton.runtime.jit as jit
+    before = jit.JITFunction.__dict__["run"]
+    try:
+        with watch():
+            raise RuntimeError("student code failed")
+    except RuntimeError:
+        pass
+    assert jit.JITFunction.__dict__["run"] is before

@@ -1,0 +1,90 @@
+"""The real nbgrader pipeline on this machine: release, submit, autograde, export.
+
+On a machine without a GPU the reference solutions earn every correctness point and nothing for
+speed (with the "needs a CUDA GPU" message in their feedback); untouched exercises earn nothing.
+"""
+import csv
+import json
+import re
+import shutil
+
+import nbformat
+import pytest
+
+from conftest import DEVICE, REPO, nbgrader
+
+DAYS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
+GPU_ONLY_CALLS = ("check_speed", "check_prediction_on_gpu")
+
+
+def _grade_cells(notebook_path):
+    nb = nbformat.read(notebook_path, as_version=4)
+    return [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def _points_without_gpu(day):
+    """Points a correct solution earns without a GPU: every test cell that needs none."""
+    total = 0.0
+    for path in (REPO / "solutions" / day).glob("*.ipynb"):
+        for cell in _grade_cells(path):
+            if not any(call in cell.source for call in GPU_ONLY_CALLS):
+                total += cell.metadata.nbgrader["points"]
+    return total
+
+
+def _canonical(path):
+    nb = json.loads(path.read_text())
+    return json.dumps(nb, sort_keys=True, indent=1)
+
+
+@pytest.mark.parametrize("day", DAYS)
+def test_exercises_are_exactly_what_nbgrader_generates_from_solutions(course_copy, day):
+    shutil.rmtree(course_copy / "exercises" / day)
+    nbgrader(course_copy, "generate_assignment", day, "--force")
+    generated = sorted(p.name for p in (course_copy / "exercises" / day).glob("*.ipynb"))
+    committed = sorted(p.name for p in (REPO / "exercises" / day).glob("*.ipynb"))
+    assert generated == committed
+    for name in generated:
+        assert _canonical(course_copy / "exercises" / day / name) == _canonical(REPO / "exercises" / day / name), \
+            f"exercises/{day}/{name} differs from what nbgrader generates: run `make exercises`"
+
+
+def test_every_notebook_is_committed_without_outputs():
+    for path in REPO.glob("*/**/*.ipynb"):
+        if ".ipynb_checkpoints" in path.parts or path.parts[len(REPO.parts)] in ("grading", ".venv"):
+            continue
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            assert cell.cell_type != "code" or not cell.outputs, f"{path} has outputs"
+
+
+def test_speed_cells_return_at_most_their_points():
+    # nbgrader takes a float returned by a test cell as its score, and refuses one above the cell's points.
+    for path in (REPO / "solutions").glob("*/*.ipynb"):
+        for cell in _grade_cells(path):
+            if "check_speed" in cell.source:
+                declared = re.search(r"points=([\d.]+)", cell.source)
+                assert declared and float(declared.group(1)) == cell.metadata.nbgrader["points"], path
+
+
+def test_autograde_gives_solutions_correctness_points_and_exercises_zero(course_copy):
+    for day in DAYS:
+        nbgrader(course_copy, "generate_assignment", day, "--force")
+        for student, folder in (("reference", "solutions"), ("untouched", "exercises")):
+            shutil.copytree(course_copy / folder / day, course_copy / "grading" / "submitted" / student / day)
+    for student in ("reference", "untouched"):
+        nbgrader(course_copy, "db", "student", "add", student)
+    for day in DAYS:
+        nbgrader(course_copy, "autograde", day, "--force")
+    nbgrader(course_copy, "export", "--to", "grades.csv")
+
+    rows = list(csv.DictReader(open(course_copy / "grades.csv")))
+    scores = {(r["assignment"], r["student_id"]): float(r["score"]) for r in rows}
+    for day in DAYS:
+        expected = _points_without_gpu(day) if not DEVICE.is_gpu else float(rows[0]["max_score"])
+        assert scores[(day, "reference")] == pytest.approx(expected), (day, scores)
+        assert scores[(day, "untouched")] == 0.0, (day, scores)
+
+    if not DEVICE.is_gpu:
+        graded = (course_copy / "grading" / "autograded" / "reference" / "day1" / "vector_add.ipynb").read_text()
+        assert "needs a CUDA GPU" in graded
