@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import secrets
 import traceback
+from dataclasses import dataclass
 
 import torch
 
@@ -27,7 +28,7 @@ def _grader_functions() -> dict:
     # Looked up at call time: a cell that rebinds one of these names is caught by integrity.verify.
     return {"check": check, "check_speed": check_speed, "run_student": run_student,
             "_check_case": _check_case, "describe_mismatch": describe_mismatch, "watch": watch,
-            "timing.compare": timing.compare, "credit": credit}
+            "timing.compare": timing.compare, "credit": credit, "measure_speed": measure_speed}
 
 
 def _seed(hidden: bool) -> int:
@@ -122,13 +123,46 @@ def _no_gpu(what: str):
     print(message + " Run on a GPU to see the measurement.")
 
 
-def check_speed(key: str, fn, points: float = 1.0):
-    """Time fn against the exercise's PyTorch baseline on the GPU; returns the points earned."""
-    integrity.verify(_grader_functions())
+@dataclass
+class SpeedResult:
+    """One speed measurement of a student's function against the exercise's baseline."""
+    title: str
+    shape: tuple
+    dtype: str
+    device: str
+    baseline_name: str
+    yours_ms: float
+    baseline_ms: float
+    target: float
+    gbs: float | None = None
+    ceiling_gbs: float | None = None
+    tflops: float | None = None
+
+    @property
+    def ratio(self) -> float:
+        return self.baseline_ms / self.yours_ms
+
+    @property
+    def credit(self) -> float:
+        return credit(self.ratio, self.target)
+
+    def report(self) -> str:
+        lines = [f"{self.title}, shape {self.shape}, {self.dtype}, on {self.device}:",
+                 f"  yours {self.yours_ms:.4f} ms, {self.baseline_name} {self.baseline_ms:.4f} ms "
+                 f"-> {self.ratio:.2f}x (target {self.target:.2f}x; full credit from there, none below "
+                 f"{self.target / 2:.2f}x)"]
+        if self.gbs is not None:
+            lines.append(f"  {self.gbs:.0f} GB/s = {100 * self.gbs / self.ceiling_gbs:.0f}% of this GPU's "
+                         f"measured copy bandwidth ({self.ceiling_gbs:.0f} GB/s)")
+        if self.tflops is not None:
+            lines.append(f"  {self.tflops:.0f} TFLOP/s")
+        return "\n".join(lines)
+
+
+def measure_speed(key: str, fn) -> SpeedResult:
+    """Check fn at the timed size, then time it against the baseline (GPU only)."""
     spec = exercises.get(key)
     dev = _device.current()
-    if not dev.is_gpu:
-        return _no_gpu(f"The speed check of {spec.title}")
     dtype = spec.timed_dtype(dev)
     seed = _seed(True)
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -137,22 +171,26 @@ def check_speed(key: str, fn, points: float = 1.0):
     _check_case(spec, fn, spec.speed_shape, dtype, dev, gen, seed)
     with stderr_to_stdout():
         ms = timing.compare({"baseline": lambda: spec.baseline(*args), "yours": lambda: fn(*args)})
-    ratio = ms["baseline"] / ms["yours"]
-    earned = credit(ratio, spec.target)
-    print(f"{spec.title}, shape {spec.speed_shape}, {_dtype_name(dtype)}, on {dev.name}:")
-    print(f"  yours {ms['yours']:.4f} ms, {spec.baseline_name} {ms['baseline']:.4f} ms "
-          f"-> {ratio:.2f}x (target {spec.target:.2f}x, full credit from there, none below "
-          f"{spec.target / 2:.2f}x)")
+    result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), dev.name, spec.baseline_name,
+                         ms["yours"], ms["baseline"], spec.target)
     if spec.bytes_moved:
-        gbs = spec.bytes_moved(spec.speed_shape, dtype) / (ms["yours"] * 1e-3) / 1e9
-        ceiling = timing.copy_bandwidth_gbs()
-        print(f"  {gbs:.0f} GB/s = {100 * gbs / ceiling:.0f}% of this GPU's measured copy bandwidth "
-              f"({ceiling:.0f} GB/s)")
+        result.gbs = spec.bytes_moved(spec.speed_shape, dtype) / (ms["yours"] * 1e-3) / 1e9
+        result.ceiling_gbs = timing.copy_bandwidth_gbs()
     if spec.flops:
-        tflops = spec.flops(spec.speed_shape, dtype) / (ms["yours"] * 1e-3) / 1e12
-        print(f"  {tflops:.0f} TFLOP/s")
-    print(f"  speed score: {earned * points:.2f} of {points:g}")
-    return round(earned * points, 4)
+        result.tflops = spec.flops(spec.speed_shape, dtype) / (ms["yours"] * 1e-3) / 1e12
+    return result
+
+
+def check_speed(key: str, fn, points: float = 1.0):
+    """Time fn against the exercise's PyTorch baseline on the GPU; returns the points earned."""
+    integrity.verify(_grader_functions())
+    spec = exercises.get(key)
+    if not _device.current().is_gpu:
+        return _no_gpu(f"The speed check of {spec.title}")
+    result = measure_speed(key, fn)
+    print(result.report())
+    print(f"  speed score: {result.credit * points:.2f} of {points:g}")
+    return round(result.credit * points, 4)
 
 
 def check_prediction(key: str, predict) -> None:
@@ -171,15 +209,21 @@ def check_prediction(key: str, predict) -> None:
     print(f"OK: {spec.title} follows the model on {len(spec.cases)} cases.")
 
 
+def measure_prediction(key: str, predict) -> tuple:
+    """(arguments, predicted ms, measured ms, copy bandwidth) on this GPU."""
+    spec = exercises.get(key)
+    bandwidth = timing.copy_bandwidth_gbs()
+    case, measured = spec.measure(bandwidth)
+    return case, float(predict(*case)), measured, bandwidth
+
+
 def check_prediction_on_gpu(key: str, predict) -> None:
     """Compare the prediction, given this GPU's measured bandwidth, with the measured time."""
     spec = exercises.get(key)
     dev = _device.current()
     if not dev.is_gpu:
         return _no_gpu(f"Checking the {spec.title} against a measurement")
-    bandwidth = timing.copy_bandwidth_gbs()
-    case, measured = spec.measure(bandwidth)
-    predicted = float(predict(*case))
+    case, predicted, measured, bandwidth = measure_prediction(key, predict)
     off = abs(predicted - measured) / measured
     print(f"{spec.title} on {dev.name} (measured copy bandwidth {bandwidth:.0f} GB/s), arguments {case}:")
     print(f"  predicted {predicted:.4f} ms, measured {measured:.4f} ms: off by {100 * off:.0f}% "

@@ -1,0 +1,21 @@
+# The course on a CUDA GPU: JupyterLab for students, nbgrader for grading.
+#   docker build -t gpu-course .
+#   docker run --gpus all -p 8888:8888 gpu-course                  # JupyterLab
+#   docker run --gpus all --network none -v $PWD/grading:/course/grading gpu-course \
+#          nbgrader autograde day1                                  # grade untrusted submissions
+# Dependencies are those of pyproject.toml (and environment.yml).
+FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04
+
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv python3-dev gcc make \
+    && rm -rf /var/lib/apt/lists/*
+ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH
+RUN python3 -m venv $VIRTUAL_ENV
+
+WORKDIR /course
+COPY pyproject.toml README.md ./
+COPY grader ./grader
+RUN pip install --no-cache-dir torch==2.13.0 && pip install --no-cache-dir -e .
+COPY . .
+
+EXPOSE 8888
+CMD ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", "--allow-root", "--notebook-dir=/course"]
