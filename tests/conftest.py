@@ -29,7 +29,7 @@ def course_copy(tmp_path):
 
 def nbgrader(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run one nbgrader command in a course folder, with the current Python environment."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env.pop("NBGRADER_EXECUTION", None)
     proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=env,
                           capture_output=True, text=True)

@@ -93,7 +93,7 @@ def test_speed_check_without_gpu_scores_zero_under_autograde(monkeypatch):
 
 def test_prediction_following_the_model_passes():
     grader.check_prediction("day1.predict_add", lambda n, bw: 12 * n / (bw * 1e9) * 1e3)
-    grader.check_prediction("day1.predict_bias_gelu_eager", lambda r, c, bw: 8 * r * c / (bw * 1e9) * 1e3)
+    grader.check_prediction("day1.predict_mul_add_eager", lambda n, bw: 24 * n / (bw * 1e9) * 1e3)
 
 
 @pytest.mark.parametrize("wrong", [
@@ -106,9 +106,9 @@ def test_prediction_with_a_wrong_count_or_unit_fails(wrong):
         grader.check_prediction("day1.predict_add", wrong)
 
 
-def test_prediction_that_fuses_eager_gelu_is_wrong():
+def test_prediction_that_forgets_the_eager_temporary_is_wrong():
     with pytest.raises(grader.CheckFailed, match="two kernels"):
-        grader.check_prediction("day1.predict_bias_gelu_eager", lambda r, c, bw: 4 * r * c / (bw * 1e9) * 1e3)
+        grader.check_prediction("day1.predict_mul_add_eager", lambda n, bw: 16 * n / (bw * 1e9) * 1e3)
 
 
 def test_unknown_exercise_names_the_known_ones():

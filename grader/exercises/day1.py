@@ -76,9 +76,9 @@ def _add_model(n, bandwidth_gbs):
     return 3 * n * 4 / (bandwidth_gbs * 1e9) * 1e3
 
 
-def _bias_gelu_eager_model(rows, cols, bandwidth_gbs):
-    # Two kernels: x + b writes a temporary, F.gelu reads it back. 4 passes over 2-byte elements.
-    return 4 * rows * cols * 2 / (bandwidth_gbs * 1e9) * 1e3
+def _mul_add_eager_model(n, bandwidth_gbs):
+    # Two kernels: x * y writes a temporary t, then t + z reads it back. 6 accesses of 4 bytes each.
+    return 6 * n * 4 / (bandwidth_gbs * 1e9) * 1e3
 
 
 def _measure(case_of):
@@ -95,12 +95,10 @@ def _measure_add(bandwidth_gbs):
     return (n, bandwidth_gbs), lambda: torch.add(x, y)
 
 
-def _measure_bias_gelu(bandwidth_gbs):
-    rows, cols = 8192, 8192
-    dtype = torch.bfloat16 if torch.cuda.get_device_capability() >= (8, 0) else torch.float16
-    x = torch.randn(rows, cols, device="cuda").to(dtype)
-    b = torch.randn(cols, device="cuda").to(dtype)
-    return (rows, cols, bandwidth_gbs), lambda: F.gelu(x + b)
+def _measure_mul_add(bandwidth_gbs):
+    n = 2**26
+    x, y, z = (torch.randn(n, device="cuda") for _ in range(3))
+    return (n, bandwidth_gbs), lambda: x * y + z
 
 
 predict_add = PredictionExercise(
@@ -113,14 +111,14 @@ predict_add = PredictionExercise(
          "GB/s means 1e9 bytes per second; the answer is in milliseconds.",
 )
 
-predict_bias_gelu = PredictionExercise(
-    key="day1.predict_bias_gelu_eager",
-    title="predicted time of eager F.gelu(x + b) on a 16-bit matrix",
-    model=_bias_gelu_eager_model,
-    cases=((8192, 8192, 3000.0), (1000, 4096, 1500.0), (3, 7, 100.0)),
-    measure=_measure(_measure_bias_gelu),
-    hint="eager PyTorch runs two kernels: x + b writes a temporary that F.gelu reads back; "
-         "each element is 2 bytes.",
+predict_mul_add = PredictionExercise(
+    key="day1.predict_mul_add_eager",
+    title="predicted time of eager x * y + z on float32 vectors",
+    model=_mul_add_eager_model,
+    cases=((2**20, 1000.0), (10**8, 3350.0), (12_345, 900.0)),
+    measure=_measure(_measure_mul_add),
+    hint="eager PyTorch runs two kernels: x * y writes a temporary that the addition reads back "
+         "together with z; each element is 4 bytes.",
 )
 
-EXERCISES = (vector_add, bias_gelu, predict_add, predict_bias_gelu)
+EXERCISES = (vector_add, bias_gelu, predict_add, predict_mul_add)
