@@ -13,6 +13,39 @@ TOLERANCES = {
 }
 
 
+# The bit patterns the guard writes into fresh allocations: NaNs with a payload no arithmetic produces,
+# so "never written" can be told apart from "computed a NaN".
+POISON_BITS = {
+    torch.float64: (torch.int64, 0x7FF8DEADDEADDEAD),
+    torch.float32: (torch.int32, 0x7FC0DEAD),
+    torch.float16: (torch.int16, 0x7EAD),
+    torch.bfloat16: (torch.int16, 0x7FDE),
+}
+
+
+def poison_(t: torch.Tensor) -> torch.Tensor:
+    """Fill a fresh tensor with a recognisable value: the NaN pattern above, True, or the largest integer."""
+    with torch.no_grad():
+        if t.dtype in POISON_BITS:
+            int_dtype, bits = POISON_BITS[t.dtype]
+            t.view(int_dtype).fill_(bits)
+        elif t.dtype == torch.bool:
+            t.fill_(True)
+        elif not t.is_floating_point() and not t.is_complex():
+            t.fill_(torch.iinfo(t.dtype).max)
+        else:
+            t.fill_(float("nan"))
+    return t
+
+
+def is_poison(t: torch.Tensor) -> torch.Tensor:
+    """Which elements still hold the poison pattern (never written since allocation)."""
+    if t.dtype not in POISON_BITS:
+        return torch.zeros(t.shape, dtype=torch.bool, device=t.device)
+    int_dtype, bits = POISON_BITS[t.dtype]
+    return t.detach().contiguous().view(int_dtype) == bits
+
+
 class CheckFailed(AssertionError):
     """A student's answer is wrong; the message says how, where and what to look at."""
 
@@ -30,11 +63,12 @@ def describe_mismatch(name: str, got, expected: torch.Tensor, atol: float, rtol:
         return f"{where}, but got shape {tuple(got.shape)}. Allocate the output with the input's shape."
     if got.dtype != expected.dtype:
         return (f"{where}, but got dtype {str(got.dtype).replace('torch.', '')}. "
-                f"Allocate the output with the same dtype as the input (e.g. torch.empty_like(x)).")
+                f"Allocate the output with the expected dtype.")
     if got.device != expected.device:
         return f"{where}, but got a tensor on {got.device}. Keep the output on {expected.device}."
     g, e = got.detach().double(), expected.detach().double()
-    unwritten = torch.isnan(g) & ~torch.isnan(e)
+    unwritten = is_poison(got) & ~torch.isnan(e)
+    computed_nonfinite = ~torch.isfinite(g) & torch.isfinite(e) & ~unwritten
     bad = ~torch.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
     n_bad = int(bad.sum())
     if n_bad == 0:
@@ -44,9 +78,14 @@ def describe_mismatch(name: str, got, expected: torch.Tensor, atol: float, rtol:
     lines = [f"{where}: {n_bad} of {expected.numel()} elements differ (atol={atol:g}, rtol={rtol:g}).",
              f"  first bad index {idx}: expected {e.flatten()[first].item():.6g}, got {g.flatten()[first].item():.6g}"]
     n_unwritten = int(unwritten.sum())
+    n_nonfinite = int(computed_nonfinite.sum())
+    if n_nonfinite:
+        first_n = _fmt_index(int(computed_nonfinite.flatten().nonzero()[0]), expected.shape)
+        lines.append(f"  {n_nonfinite} elements are inf or NaN where a finite value was expected, the first at "
+                     f"{first_n}: an overflow (exp of a large number?) or a division by zero.")
     if n_unwritten:
         first_u = _fmt_index(int(unwritten.flatten().nonzero()[0]), expected.shape)
-        lines.append(f"  {n_unwritten} elements were never written (they still hold the NaN poison the grader "
+        lines.append(f"  {n_unwritten} elements were never written (they still hold the NaN pattern the grader "
                      f"put in freshly allocated memory), the first at {first_u}. Check that your grid covers "
                      f"every element (triton.cdiv) and that the mask is not too strict.")
     else:

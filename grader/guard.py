@@ -7,12 +7,13 @@ tensors with ATen ops), so launches are counted and everything inside them is ig
 """
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from .compare import poison_
 
 # ATen ops a wrapper may use: allocation, views, layout and bookkeeping. Everything else computes.
 ALLOWED_OPS = frozenset("""
@@ -24,20 +25,9 @@ clone copy_ _to_copy contiguous _local_scalar_dense is_same_size set_ resize_ vi
 view_as_complex _reshape_alias unfold
 """.split())
 
-# Allocations whose contents are undefined: the guard fills them with poison so that an element a
-# kernel forgets to write shows up as NaN (or as a huge integer) instead of as leftover data.
+# Allocations whose contents are undefined: the guard fills them with poison (compare.POISON_BITS) so
+# that an element a kernel forgets to write shows up as such instead of as leftover data.
 POISONED_OPS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
-
-
-def poison_(t: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        if t.is_floating_point() or t.is_complex():
-            t.fill_(math.nan)
-        elif t.dtype == torch.bool:
-            t.fill_(True)
-        else:
-            t.fill_(torch.iinfo(t.dtype).max)
-    return t
 
 
 @dataclass
@@ -52,10 +42,11 @@ class CallRecord:
 
 
 class _Watcher(TorchDispatchMode):
-    def __init__(self, record: CallRecord, poison: bool):
+    def __init__(self, record: CallRecord, poison: bool, allowed: frozenset):
         super().__init__()
         self.record = record
         self.poison = poison
+        self.allowed = allowed
         self.in_triton = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -64,7 +55,7 @@ class _Watcher(TorchDispatchMode):
         if self.in_triton:
             return out
         name = func.overloadpacket.__name__
-        if name not in ALLOWED_OPS:
+        if name not in self.allowed:
             self.record.torch_ops.append(f"aten.{name}")
         elif name == "_to_copy" and "device" in kwargs and args and \
                 torch.device(kwargs["device"]).type != args[0].device.type:
@@ -91,10 +82,13 @@ def _launch_methods():
 
 
 @contextmanager
-def watch(poison: bool = True):
-    """Run a block under the watcher; yields the CallRecord it fills in."""
+def watch(poison: bool = True, also_allowed=()):
+    """Run a block under the watcher; yields the CallRecord it fills in.
+
+    `also_allowed` names extra ATen ops an exercise permits (e.g. "sum" to add up per-block partials).
+    """
     record = CallRecord()
-    watcher = _Watcher(record, poison)
+    watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     originals = []
     for cls, counts in _launch_methods():
         original = cls.__dict__["run"]

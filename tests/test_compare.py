@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from grader.compare import describe_mismatch
+from grader.compare import describe_mismatch, is_poison, poison_
 
 
 def test_equal_within_tolerance_is_none():
@@ -21,12 +21,29 @@ def test_message_names_count_index_values_and_hint():
     assert "hint: look at the mask" in msg
 
 
-def test_nan_where_a_value_was_expected_is_called_unwritten():
+def test_poison_left_in_place_is_called_unwritten():
     e = torch.ones(10)
     g = e.clone()
-    g[7:] = math.nan
+    poison_(g[7:])
     msg = describe_mismatch("op", g, e, 1e-5, 1e-5)
     assert "3 elements were never written" in msg and "(7,)" in msg
+    assert "inf or NaN" not in msg
+
+
+def test_a_computed_nan_or_inf_is_called_an_overflow():
+    e = torch.ones(10)
+    g = e.clone()
+    g[2] = math.inf
+    g[5] = math.nan
+    msg = describe_mismatch("op", g, e, 1e-5, 1e-5)
+    assert "2 elements are inf or NaN" in msg and "overflow" in msg and "never written" not in msg
+
+
+def test_poison_is_recognised_in_every_float_dtype():
+    for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16):
+        t = poison_(torch.empty(4, dtype=dtype))
+        assert torch.isnan(t).all() and is_poison(t).all(), dtype
+        assert not is_poison(torch.full((4,), math.nan, dtype=dtype)).any(), dtype
 
 
 def test_nan_in_both_is_fine():

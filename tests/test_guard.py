@@ -1,6 +1,7 @@
 """The watcher around a student's call: launches counted, PyTorch compute flagged, allocations poisoned."""
 import torch
 
+from grader.compare import is_poison
 from grader.guard import watch
 from conftest import DEVICE
 import kernels
@@ -38,7 +39,7 @@ def test_poisons_fresh_allocations_but_not_initialised_ones():
         a = torch.empty(10)
         b = torch.empty_like(torch.ones(3, dtype=torch.int32))
         c = torch.zeros(4)
-    assert torch.isnan(a).all()
+    assert torch.isnan(a).all() and is_poison(a).all()
     assert (b == torch.iinfo(torch.int32).max).all()
     assert (c == 0).all()
     assert record.forbidden() == []
@@ -53,3 +54,10 @@ def test_restores_triton_after_the_block():
     except RuntimeError:
         pass
     assert jit.JITFunction.__dict__["run"] is before
+
+
+def test_an_exercise_may_allow_extra_ops():
+    x = torch.randn(10)
+    with watch(also_allowed=("sum",)) as record:
+        x.sum()
+    assert record.forbidden() == []
