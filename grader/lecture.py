@@ -77,8 +77,8 @@ def draw_program_tiling(n_elements: int, block_size: int, ax=None, annotate: boo
     t = tiling(n_elements, block_size)
     rows = t["n_programs"]
     if ax is None:
-        width = min(14.0, 2.5 + 0.32 * block_size)
-        height = min(12.0, 1.6 + 0.32 * rows)
+        width = min(14.0, max(6.5, 2.5 + 0.32 * block_size))
+        height = min(12.0, 1.9 + 0.32 * rows)
         fig, ax = plt.subplots(figsize=(width, height))
     else:
         fig = ax.figure
@@ -96,7 +96,7 @@ def draw_program_tiling(n_elements: int, block_size: int, ax=None, annotate: boo
                 hatch=None if live else "///", linewidth=0.8))
             if annotate:
                 ax.text(lane + 0.5, pid + 0.5, str(offset), ha="center", va="center",
-                        fontsize=7 if block_size <= 16 else 5.5,
+                        fontsize=10 if block_size <= 8 else 7 if block_size <= 16 else 5.5,
                         color="black" if live else "0.45")
     ax.set_xlim(0, block_size)
     ax.set_ylim(rows, 0)                       # program 0 on top
@@ -109,11 +109,12 @@ def draw_program_tiling(n_elements: int, block_size: int, ax=None, annotate: boo
     ax.set_yticks(np.arange(0, rows, ytick_step) + 0.5)
     ax.set_yticklabels([str(i) for i in range(0, rows, ytick_step)])
     ax.tick_params(length=0)
-    ax.set_title(f"n_elements = {n_elements}, BLOCK_SIZE = {block_size}: grid = cdiv({n_elements}, "
-                 f"{block_size}) = {rows} programs, {t['masked_lanes']} lanes masked off (hatched)",
-                 fontsize=9)
+    ax.set_title(f"n_elements = {n_elements}, BLOCK_SIZE = {block_size}\n"
+                 f"grid = cdiv({n_elements}, {block_size}) = {rows} programs, "
+                 f"{t['masked_lanes']} lanes masked off (hatched)", fontsize=9)
     for side in ("top", "right", "left", "bottom"):
         ax.spines[side].set_visible(False)
+    fig.tight_layout()
     return fig, ax
 
 
@@ -227,8 +228,12 @@ def plot_roofline(bandwidth_tbs: float = H100_SXM["bandwidth_tbs"],
         ax.loglog(x, attainable_tflops(x, tflops, bandwidth_tbs), ls="--", lw=1.5,
                   color=("tab:gray", "tab:olive", "tab:brown")[i % 3],
                   label=f"roof: {name}, {tflops:g} TFLOP/s")
-    ax.text(lo * 1.3, attainable_tflops(lo * 1.3, peak_tflops, bandwidth_tbs) * 1.6,
-            f"slope = bandwidth = {bandwidth_tbs:g} TB/s", rotation=0, fontsize=8, color="tab:blue")
+    x_text = ridge / 40
+    if x_text > lo:
+        ax.text(x_text * 1.2, float(attainable_tflops(x_text, peak_tflops, bandwidth_tbs)) / 2.2,
+                f"slope: {bandwidth_tbs:g} TB/s\n(memory-bound)", fontsize=8, color="tab:blue")
+    if ridge * 3 < hi:
+        ax.text(ridge * 1.5, peak_tflops * 1.35, "compute-bound", fontsize=8, color="tab:blue")
     markers = "osD^vP*X"
     for i, op in enumerate(ops):
         name, intensity = op[0], op[1]
@@ -243,9 +248,10 @@ def plot_roofline(bandwidth_tbs: float = H100_SXM["bandwidth_tbs"],
     ax.set_xlim(lo, hi)
     ax.set_ylim(attainable_tflops(lo, peak_tflops, bandwidth_tbs) / 3, peak_tflops * 3)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
     ax.set_title(title or f"Roofline: {bandwidth_tbs:g} TB/s memory, {peak_tflops:g} TFLOP/s peak",
                  fontsize=10)
+    fig.tight_layout()
     return fig, ax
 
 
@@ -256,7 +262,7 @@ def _roofline_summary(bandwidth_tbs: float, peak_tflops: float, intensity: float
     # An op that moves 1 GB: its time bound, in ms.
     ms = roofline_time(intensity * 1e9, 1e9, peak_tflops * 1e12, bandwidth_tbs * 1e12) * 1e3
     return (f"intensity {intensity:.3g} FLOP/byte &rarr; at most <b>{rate:.3g} TFLOP/s</b> "
-            f"({100 * rate / peak_tflops:.2g}% of peak), <b>{kind}-bound</b> "
+            f"({100 * rate / peak_tflops:.3g}% of peak), <b>{kind}-bound</b> "
             f"(ridge point {ridge:.3g} FLOP/byte). An op moving 1 GB at this intensity needs "
             f"&ge; {ms:.3g} ms.")
 
