@@ -8,10 +8,10 @@ Notebooks use it as:
     grader.check_speed("day1.vector_add", add)  # speed vs PyTorch on the GPU (returns the points)
 """
 from .checks import (GPURequired, check, check_prediction, check_prediction_on_gpu, check_speed,
-                     credit, grading)
+                     credit, grading, report_speed)
 from .compare import CheckFailed
 from .device import Device, current, setup
 from .timing import bench
 
 __all__ = ["setup", "current", "Device", "check", "check_speed", "check_prediction",
-           "check_prediction_on_gpu", "credit", "grading", "bench", "CheckFailed", "GPURequired"]
+           "check_prediction_on_gpu", "report_speed", "credit", "grading", "bench", "CheckFailed", "GPURequired"]

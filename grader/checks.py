@@ -51,7 +51,7 @@ def run_student(spec, fn, args, label: str):
     """Call the student's function once under the guard; raise CheckFailed with a reason if it cheats."""
     saved = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     try:
-        with stderr_to_stdout(), watch() as record:
+        with stderr_to_stdout(), watch(also_allowed=spec.also_allowed) as record:
             got = fn(*args)
         if _device.current().is_gpu:
             torch.cuda.synchronize()
@@ -75,19 +75,74 @@ def run_student(spec, fn, args, label: str):
     return got
 
 
-def _check_case(spec, fn, shape, dtype, dev, gen, seed):
-    args = spec.make_inputs(shape, dtype, dev.torch_device, gen)
-    expected = _as_tuple(spec.reference(*args))  # kept alive: its memory can't be handed to the student
-    label = f"shape {shape}, {_dtype_name(dtype)} (seed {seed})"
-    got = _as_tuple(run_student(spec, fn, args, label))
+def _compare_outputs(spec, got, expected, dtype, label):
     if len(got) != len(expected):
         raise CheckFailed(f"{spec.title}: expected {len(expected)} outputs, got {len(got)} on {label}.")
     atol, rtol = spec.tolerances.get(dtype, TOLERANCES[dtype])
     for i, (g, e) in enumerate(zip(got, expected)):
-        name = f"{spec.title} on {label}" + (f", output {i}" if len(expected) > 1 else "")
-        message = describe_mismatch(name, g, e, atol, rtol, spec.hint)
+        name = spec.title + (f" ({spec.output_names[i]})" if spec.output_names else
+                             (f", output {i}" if len(expected) > 1 else ""))
+        # Sums over many rows (like dweight) grow with the row count: their error does too.
+        scale = max(1.0, float(e.detach().abs().max())) if spec.atol_scales_with_max and e.numel() else 1.0
+        message = describe_mismatch(f"{name} on {label}", g, e, atol * scale, rtol, spec.hint)
         if message:
             raise CheckFailed(message)
+
+
+def _check_case(spec, fn, shape, dtype, dev, gen, seed):
+    if spec.backward:
+        return _check_backward_case(spec, fn, shape, dtype, dev, gen, seed)
+    args = spec.make_inputs(shape, dtype, dev.torch_device, gen)
+    expected = _as_tuple(spec.reference(*args))  # kept alive: its memory can't be handed to the student
+    label = f"shape {shape}, {_dtype_name(dtype)} (seed {seed})"
+    got = _as_tuple(run_student(spec, fn, args, label))
+    _compare_outputs(spec, got, expected, dtype, label)
+
+
+def _differentiable(args):
+    return [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+
+
+def _student_graph(spec, fn, args, label):
+    """Run the student's forward on copies that require grad; return (output, leaves)."""
+    leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
+              else a for a in args]
+    y = run_student(spec, fn, leaves, label)
+    if not isinstance(getattr(y, "grad_fn", None), torch.autograd.function.BackwardCFunction):
+        raise CheckFailed(f"{spec.title}: the output on {label} does not come from a torch.autograd.Function "
+                          f"(its grad_fn is {type(getattr(y, 'grad_fn', None)).__name__}). Return "
+                          f"YourFunction.apply(...) so that autograd calls your backward.")
+    return y, _differentiable(leaves)
+
+
+def _student_grads(spec, y, leaves, dy, label):
+    """Backpropagate dy through the student's graph under the guard; return the input gradients."""
+    try:
+        with stderr_to_stdout(), watch(also_allowed=spec.also_allowed) as record:
+            grads = torch.autograd.grad(y, leaves, dy, allow_unused=True, retain_graph=True)
+    except Exception as e:
+        tb = traceback.format_exception(type(e), e, e.__traceback__)
+        raise CheckFailed(f"{spec.title}: your backward raised on {label}:\n" + "".join(tb[-3:]).rstrip()) from None
+    if record.launches == 0:
+        raise CheckFailed(f"{spec.title}: your backward did not launch a Triton kernel on {label}.")
+    if record.forbidden():
+        raise CheckFailed(f"{spec.title}: your backward computed with PyTorch ({', '.join(record.forbidden())}) "
+                          f"on {label}; the gradients must come from your Triton kernels.")
+    return grads
+
+
+def _check_backward_case(spec, fn, shape, dtype, dev, gen, seed):
+    args = spec.make_inputs(shape, dtype, dev.torch_device, gen)
+    label = f"shape {shape}, {_dtype_name(dtype)} (seed {seed})"
+    # The exact gradients: PyTorch's autograd through the reference in float64.
+    ref_leaves = [a.detach().double().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
+                  else a for a in args]
+    y_ref = spec.reference(*ref_leaves)
+    dy = torch.randn(y_ref.shape, generator=gen, device=dev.torch_device).to(dtype)
+    expected = [g.to(dtype) for g in torch.autograd.grad(y_ref, _differentiable(ref_leaves), dy.double())]
+    y, leaves = _student_graph(spec, fn, args, label)
+    grads = _student_grads(spec, y, leaves, dy, label)
+    _compare_outputs(spec, tuple(grads), tuple(expected), dtype, label)
 
 
 def check(key: str, fn, hidden: bool = False) -> None:
@@ -146,17 +201,30 @@ class SpeedResult:
     def credit(self) -> float:
         return credit(self.ratio, self.target)
 
-    def report(self) -> str:
+    def report(self, graded: bool = True) -> str:
+        target = (f" (target {self.target:.2f}x; full credit from there, none below {self.target / 2:.2f}x)"
+                  if graded else " (not graded)")
         lines = [f"{self.title}, shape {self.shape}, {self.dtype}, on {self.device}:",
                  f"  yours {self.yours_ms:.4f} ms, {self.baseline_name} {self.baseline_ms:.4f} ms "
-                 f"-> {self.ratio:.2f}x (target {self.target:.2f}x; full credit from there, none below "
-                 f"{self.target / 2:.2f}x)"]
+                 f"-> {self.ratio:.2f}x{target}"]
         if self.gbs is not None:
             lines.append(f"  {self.gbs:.0f} GB/s = {100 * self.gbs / self.ceiling_gbs:.0f}% of this GPU's "
                          f"measured copy bandwidth ({self.ceiling_gbs:.0f} GB/s)")
         if self.tflops is not None:
             lines.append(f"  {self.tflops:.0f} TFLOP/s")
         return "\n".join(lines)
+
+
+def _timed_calls(spec, fn, args) -> dict:
+    """What is timed: the forward call, or for a backward exercise one backward pass through the graph."""
+    if not spec.backward:
+        return {"baseline": lambda: spec.baseline(*args), "yours": lambda: fn(*args)}
+    y, leaves = _student_graph(spec, fn, args, "the timed shape")
+    base_leaves = [a.detach().clone().requires_grad_() if a.is_floating_point() else a for a in args]
+    y_base = spec.baseline(*base_leaves)
+    dy = torch.randn_like(y)
+    return {"baseline": lambda: torch.autograd.grad(y_base, _differentiable(base_leaves), dy, retain_graph=True),
+            "yours": lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True)}
 
 
 def measure_speed(key: str, fn) -> SpeedResult:
@@ -170,7 +238,7 @@ def measure_speed(key: str, fn) -> SpeedResult:
     # A wrong result is worth nothing however fast: check at the timed size first.
     _check_case(spec, fn, spec.speed_shape, dtype, dev, gen, seed)
     with stderr_to_stdout():
-        ms = timing.compare({"baseline": lambda: spec.baseline(*args), "yours": lambda: fn(*args)})
+        ms = timing.compare(_timed_calls(spec, fn, args))
     result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), dev.name, spec.baseline_name,
                          ms["yours"], ms["baseline"], spec.target)
     if spec.bytes_moved:
@@ -207,6 +275,16 @@ def check_prediction(key: str, predict) -> None:
             raise CheckFailed(f"{spec.title}: for arguments {case} the model gives {want:.4g} ms, "
                               f"you predicted {got:.4g} ms ({got / want:.2f}x).\n  hint: {spec.hint}")
     print(f"OK: {spec.title} follows the model on {len(spec.cases)} cases.")
+
+
+def report_speed(key: str, fn) -> None:
+    """Print fn's speed against the baseline without grading it (e.g. a backward pass)."""
+    spec = exercises.get(key)
+    if not _device.current().is_gpu:
+        print(f"Timing {spec.title} needs a CUDA GPU, and this machine has none: nothing was measured.")
+        return None
+    result = measure_speed(key, fn)
+    print(result.report(graded=False))
 
 
 def measure_prediction(key: str, predict) -> tuple:

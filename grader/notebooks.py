@@ -19,17 +19,28 @@ def is_test_cell(cell) -> bool:
     return bool(cell.metadata.get("nbgrader", {}).get("grade")) and cell.cell_type == "code"
 
 
-def run_code_cells(path: Path, namespace: dict | None = None) -> dict:
-    """Execute every code cell except the graded test cells; return the resulting namespace."""
+def run_code_cells(path: Path, namespace: dict | None = None, replace: dict | None = None) -> dict:
+    """Execute every code cell except the graded test cells; return the resulting namespace.
+
+    `replace` maps snippets of code to what they become, to run a deliberately broken variant of a
+    notebook (each snippet must occur in it).
+    """
     nb = nbformat.read(path, as_version=4)
     namespace = {"__name__": "__notebook__"} if namespace is None else namespace
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or is_test_cell(cell) or not cell.source.strip():
+    sources = [c.source for c in nb.cells]
+    for old, new in (replace or {}).items():
+        hits = [i for i, src in enumerate(sources) if old in src]
+        if not hits:
+            raise ValueError(f"{path}: no cell contains {old!r}")
+        for i in hits:
+            sources[i] = sources[i].replace(old, new)
+    for i, (cell, source) in enumerate(zip(nb.cells, sources)):
+        if cell.cell_type != "code" or is_test_cell(cell) or not source.strip():
             continue
         filename = f"<{Path(path).stem}-cell-{i}>"
-        lines = [line + "\n" for line in cell.source.splitlines()]
-        linecache.cache[filename] = (len(cell.source), None, lines, filename)
-        exec(compile(cell.source, filename, "exec"), namespace)
+        lines = [line + "\n" for line in source.splitlines()]
+        linecache.cache[filename] = (len(source), None, lines, filename)
+        exec(compile(source, filename, "exec"), namespace)
     return namespace
 
 

@@ -30,6 +30,10 @@ class KernelExercise:
     flops: Callable = None         # (shape, dtype) -> floating-point operations (for TFLOP/s)
     tolerances: dict = field(default_factory=dict)  # dtype -> (atol, rtol), overriding the defaults
     hint: str = ""                 # shown with every mismatch
+    output_names: tuple = ()       # names of the outputs (or of the gradients), for messages
+    also_allowed: tuple = ()       # ATen ops the exercise permits besides allocation and views
+    backward: bool = False         # check the gradients of fn's output (an autograd.Function)
+    atol_scales_with_max: bool = False  # atol is relative to the largest expected magnitude (sums)
 
     def shapes(self, device, hidden: bool) -> tuple:
         if device.is_gpu:

@@ -1,0 +1,140 @@
+"""Day 2 exercises: fused softmax, RMSNorm forward and backward, cross-entropy forward."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .spec import KernelExercise
+
+EPS = 1e-6          # RMSNorm's epsilon in every check
+IGNORE_INDEX = -100  # PyTorch's default for F.cross_entropy
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _size(dtype):
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def _logits(shape, dtype, device, gen):
+    """Random rows with offsets up to +-100: exp() of them overflows unless the row max is subtracted."""
+    x = torch.randn(shape, generator=gen, device=device) * 4
+    offsets = (torch.rand(shape[:-1] + (1,), generator=gen, device=device) * 200 - 100)
+    offsets[0] = 95  # every input has a row that overflows exp() in float32 without the max subtraction
+    # A gentle upward ramp puts each row's max near its end, so a chunked kernel that forgets to rescale
+    # its running sum when the max grows is caught every time.
+    ramp = torch.linspace(0, 8, shape[-1], device=device)
+    return ((x + offsets + ramp).to(dtype),)
+
+
+softmax = KernelExercise(
+    key="day2.softmax",
+    title="fused softmax",
+    make_inputs=_logits,
+    reference=lambda x: torch.softmax(x.double(), dim=-1).to(x.dtype),
+    baseline=lambda x: torch.softmax(x, dim=-1),
+    baseline_name="torch.softmax (eager)",
+    cpu_shapes=((1, 1), (5, 300), (9, 1000)),
+    gpu_shapes=((1, 1), (37, 1000), (128, 4097), (4, 70_000)),
+    hidden_cpu_shapes=((3, 5000), (2, 17_000)),
+    hidden_gpu_shapes=((8192, 4096), (3, 262_147)),
+    speed_shape=(8192, 4096),
+    target=1.5,
+    gpu_dtypes=lambda dev: (dev.half_dtype, torch.float32),
+    bytes_moved=lambda shape, dtype: 2 * _numel(shape) * _size(dtype),
+    # Probabilities are tiny in wide rows, so the absolute tolerance must be tiny too: with the usual
+    # 16-bit atol a kernel that wrote zeros would pass.
+    tolerances={torch.float32: (1e-8, 1e-5), torch.float16: (1e-7, 2e-3), torch.bfloat16: (1e-7, 1.6e-2)},
+    hint="subtract the row max before tl.exp (large logits overflow otherwise), load masked lanes as "
+         "-inf (other=-float('inf')) so they add nothing to the max or the sum, and for rows wider than "
+         "one block loop over the row in chunks.",
+)
+
+
+def _rms_inputs(shape, dtype, device, gen):
+    x = torch.randn(shape, generator=gen, device=device)
+    w = 1 + 0.5 * torch.randn(shape[-1:], generator=gen, device=device)
+    return x.to(dtype), w.to(dtype)
+
+
+def _rms_reference(x, w):
+    return F.rms_norm(x.double(), x.shape[-1:], w.double(), eps=EPS).to(x.dtype)
+
+
+_RMS_COMMON = dict(
+    make_inputs=_rms_inputs,
+    reference=_rms_reference,
+    baseline=lambda x, w: F.rms_norm(x, x.shape[-1:], w, eps=EPS),
+    baseline_name="F.rms_norm",
+    cpu_shapes=((1, 1), (7, 300), (16, 1000)),
+    gpu_shapes=((1, 1), (37, 1000), (256, 4096), (64, 8191)),
+    hidden_cpu_shapes=((3, 5000),),
+    hidden_gpu_shapes=((16_384, 4096), (5, 65_536)),
+    speed_shape=(16_384, 4096),
+    gpu_dtypes=lambda dev: (dev.half_dtype, torch.float32),
+)
+
+rmsnorm_forward = KernelExercise(
+    key="day2.rmsnorm_forward",
+    title="RMSNorm forward",
+    target=1.1,
+    bytes_moved=lambda shape, dtype: 2 * _numel(shape) * _size(dtype),
+    hint="y = x / sqrt(mean(x^2) + eps) * weight, with the mean over the last dimension, in float32.",
+    **_RMS_COMMON,
+)
+
+rmsnorm_backward = KernelExercise(
+    key="day2.rmsnorm_backward",
+    title="RMSNorm backward",
+    target=1.0,  # printed, not graded
+    bytes_moved=lambda shape, dtype: 3 * _numel(shape) * _size(dtype),  # read x and dy, write dx
+    output_names=("dx", "dweight"),
+    also_allowed=("sum",),  # adding up per-program partial sums of dweight with torch is fine
+    backward=True,
+    atol_scales_with_max=True,
+    hint="with r = 1 / sqrt(mean(x^2) + eps) and g = dy * weight: dx = r * (g - x * r^2 * mean(g * x)) "
+         "and dweight = sum over rows of dy * x * r. Forgetting the mean(g * x) term, or r^2 in it, "
+         "gives a wrong dx; forgetting to sum dweight over all rows gives a wrong dweight.",
+    **_RMS_COMMON,
+)
+
+
+def _ce_inputs(shape, dtype, device, gen):
+    rows, vocab = shape
+    logits = (torch.randn(shape, generator=gen, device=device) * 3).to(dtype)
+    targets = torch.randint(0, vocab, (rows,), generator=gen, device=device)
+    ignored = torch.rand(rows, generator=gen, device=device) < 0.1
+    ignored[0] = False  # at least one row counts, so the mean is defined
+    return logits, torch.where(ignored, torch.full_like(targets, IGNORE_INDEX), targets)
+
+
+cross_entropy = KernelExercise(
+    key="day2.cross_entropy",
+    title="cross-entropy forward",
+    make_inputs=_ce_inputs,
+    reference=lambda logits, t: F.cross_entropy(logits.double(), t, ignore_index=IGNORE_INDEX).float(),
+    baseline=lambda logits, t: F.cross_entropy(logits, t, ignore_index=IGNORE_INDEX),
+    baseline_name="F.cross_entropy",
+    cpu_shapes=((1, 10), (7, 1000), (20, 5003)),
+    gpu_shapes=((1, 10), (64, 32_000), (100, 50_257)),
+    hidden_cpu_shapes=((4, 20_000),),
+    hidden_gpu_shapes=((4096, 32_768), (7, 128_256)),
+    speed_shape=(4096, 32_768),
+    target=1.6,
+    gpu_dtypes=lambda dev: (dev.half_dtype, torch.float32),
+    bytes_moved=lambda shape, dtype: _numel(shape) * _size(dtype),  # the logits, read once
+    # The loss is returned in float32 whatever the logits' dtype, computed from the same inputs.
+    tolerances={d: (1e-5, 1e-4) for d in (torch.float32, torch.float16, torch.bfloat16)},
+    also_allowed=("sum", "div", "mean", "ne", "clamp", "clamp_min"),  # the final mean over rows
+    output_names=("loss",),
+    hint="loss of a row = logsumexp(row) - row[target], with logsumexp = max + log(sum(exp(row - max))); "
+         f"rows whose target is {IGNORE_INDEX} count neither in the sum nor in the number of rows the "
+         "mean divides by; return a float32 scalar.",
+)
+
+EXERCISES = (softmax, rmsnorm_forward, rmsnorm_backward, cross_entropy)

@@ -1,0 +1,66 @@
+"""Deliberately broken versions of the reference solutions fail, with a message that points at the mistake.
+
+Each variant is the reference notebook with one snippet of code changed, the way students get it wrong.
+"""
+import pytest
+
+import grader
+from grader import notebooks
+from conftest import REPO
+
+SOL = REPO / "solutions"
+
+VARIANTS = [
+    # (id, notebook, exercise key, {old: new}, words the message must contain)
+    ("softmax: no max subtraction", "day2/softmax", "day2.softmax",
+     {"    x = x - tl.max(x, axis=0)\n": ""}, ["inf or NaN", "overflow", "subtract the row max"]),
+    ("softmax: masked lanes load 0, not -inf", "day2/softmax", "day2.softmax",
+     {'x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf"))':
+      "x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0)"}, ["elements differ", "-inf"]),
+    ("softmax: wide rows cut at one block", "day2/softmax", "day2.softmax",
+     {"if n_cols <= 16384:": "if True:", "block = triton.next_power_of_2(n_cols)":
+      "block = min(1024, triton.next_power_of_2(n_cols))"}, ["never written"]),
+    ("softmax: online rescale of the sum dropped", "day2/softmax", "day2.softmax",
+     {"s = s * tl.exp(m - m_new) + ": "s = s + ", "if n_cols <= 16384:": "if False:"},
+     ["elements differ"]),
+    ("rmsnorm: backward drops the mean term", "day2/rmsnorm", "day2.rmsnorm_backward",
+     {"dx = r * (g - x * (r * r) * (tl.sum(g * x, axis=0) / n_cols))": "dx = r * g"},
+     ["(dx)", "elements differ", "mean(g * x)"]),
+    ("rmsnorm: dweight of one program only", "day2/rmsnorm", "day2.rmsnorm_backward",
+     {"dw_partial.sum(0)": "dw_partial[0]"}, ["(dweight)", "sum dweight over all rows"]),
+    ("rmsnorm: forward in PyTorch", "day2/rmsnorm", "day2.rmsnorm_forward",
+     {"        ctx.save_for_backward(x, weight, r)\n        return y":
+      "        ctx.save_for_backward(x, weight, r)\n        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * weight"},
+     ["computed with PyTorch", "aten.rsqrt"]),
+    ("rmsnorm: no autograd.Function", "day2/rmsnorm", "day2.rmsnorm_backward",
+     {"return RMSNormFunction.apply(x, weight)":
+      "return RMSNormFunction.forward(type('Ctx', (), {'save_for_backward': lambda *a: None})(), x, weight)",
+      "rmsnorm(x, w).pow(2).sum().backward()\nprint(x.grad.shape, w.grad.shape)": "pass"},
+     ["does not come from a torch.autograd.Function"]),
+    ("cross-entropy: ignored rows counted in the mean", "day2/cross_entropy", "day2.cross_entropy",
+     {"(targets != IGNORE_INDEX).sum()": "n_rows"}, ["(loss)", "elements differ", "-100"]),
+    ("cross-entropy: only the first block of a row", "day2/cross_entropy", "day2.cross_entropy",
+     {"for start in range(0, n_cols, BLOCK_SIZE):": "for start in range(0, BLOCK_SIZE, BLOCK_SIZE):",
+      "BLOCK_SIZE=min(4096, triton.next_power_of_2(n_cols))": "BLOCK_SIZE=min(512, triton.next_power_of_2(n_cols))"},
+     ["elements differ"]),
+    ("bias + GELU: bias of the row instead of the column", "day1/bias_gelu", "day1.bias_gelu",
+     {"b_ptr + offsets % n_cols": "b_ptr + (offsets // n_cols) % n_cols"}, ["elements differ", "offset % n_cols"]),
+    ("vector add: grid rounded down", "day1/vector_add", "day1.vector_add",
+     {"triton.cdiv(n_elements, BLOCK_SIZE)": "max(1, n_elements // BLOCK_SIZE)"}, ["never written", "triton.cdiv"]),
+]
+
+
+@pytest.mark.parametrize("notebook, key, replace, words", [v[1:] for v in VARIANTS], ids=[v[0] for v in VARIANTS])
+def test_wrong_variant_fails_with_a_message_that_points_at_the_mistake(notebook, key, replace, words):
+    path = SOL / f"{notebook}.ipynb"
+    name = next(fn for kind, k, fn in notebooks.graded_calls(path) if k == key)
+    namespace = notebooks.run_code_cells(path, replace=replace)
+    with pytest.raises(grader.CheckFailed) as info:
+        grader.check(key, namespace[name], hidden=True)
+    for word in words:
+        assert word in str(info.value), str(info.value)
+
+
+def test_a_replacement_that_matches_nothing_is_an_error():
+    with pytest.raises(ValueError, match="no cell contains"):
+        notebooks.run_code_cells(SOL / "day1" / "vector_add.ipynb", replace={"no such code": ""})
