@@ -83,7 +83,8 @@ def _compare_outputs(spec, got, expected, dtype, label):
         name = spec.title + (f" ({spec.output_names[i]})" if spec.output_names else
                              (f", output {i}" if len(expected) > 1 else ""))
         # Sums over many rows (like dweight) grow with the row count: their error does too.
-        scale = max(1.0, float(e.detach().abs().max())) if spec.atol_scales_with_max and e.numel() else 1.0
+        scales = spec.output_names[i] in spec.atol_scales_with_max if spec.output_names else False
+        scale = max(1.0, float(e.detach().abs().max())) if scales and e.numel() else 1.0
         message = describe_mismatch(f"{name} on {label}", g, e, atol * scale, rtol, spec.hint)
         if message:
             raise CheckFailed(message)
@@ -283,7 +284,11 @@ def report_speed(key: str, fn) -> None:
     if not _device.current().is_gpu:
         print(f"Timing {spec.title} needs a CUDA GPU, and this machine has none: nothing was measured.")
         return None
-    result = measure_speed(key, fn)
+    try:
+        result = measure_speed(key, fn)
+    except CheckFailed as e:  # not graded: say why there is no timing instead of failing the cell
+        print(f"Not timed, because the result at the timed size is wrong:\n{e}")
+        return None
     print(result.report(graded=False))
 
 

@@ -36,9 +36,12 @@ class CallRecord:
     launches: int = 0
     torch_ops: list = field(default_factory=list)     # names of disallowed ATen ops, in order
     device_moves: list = field(default_factory=list)  # copies between devices (e.g. .cpu())
+    side_streams: int = 0                              # launches on a stream other than the caller's
 
     def forbidden(self) -> list:
-        return sorted(set(self.torch_ops)) + sorted(set(self.device_moves))
+        side = [f"{self.side_streams} kernel launches on another CUDA stream (timers would miss them)"] \
+            if self.side_streams else []
+        return sorted(set(self.torch_ops)) + sorted(set(self.device_moves)) + side
 
 
 class _Watcher(TorchDispatchMode):
@@ -89,6 +92,8 @@ def watch(poison: bool = True, also_allowed=()):
     """
     record = CallRecord()
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
+    # Triton launches on torch's current stream: one that differs from the caller's is a side stream.
+    caller_stream = torch.cuda.current_stream() if torch.cuda.is_available() else None
     originals = []
     for cls, counts in _launch_methods():
         original = cls.__dict__["run"]
@@ -96,6 +101,8 @@ def watch(poison: bool = True, also_allowed=()):
         def run(self, *args, _original=original, _counts=counts, **kwargs):
             if _counts and not kwargs.get("warmup", False):
                 record.launches += 1
+                if caller_stream is not None and torch.cuda.current_stream() != caller_stream:
+                    record.side_streams += 1
             watcher.in_triton += 1
             try:
                 return _original(self, *args, **kwargs)

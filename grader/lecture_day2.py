@@ -263,24 +263,35 @@ def online_softmax_widget(x=None, chunk: int = 8, seed: int = 0):
 # --------------------------------------------------------------------------------------------
 
 
-def op_times(prof, on_gpu: bool) -> list[tuple[str, int, float]]:
+def _device_us(evt) -> float:
+    for name in ("self_device_time_total", "self_cuda_time_total"):   # newer torch, older torch
+        us = getattr(evt, name, None)
+        if us is not None:
+            return us
+    return 0.0
+
+
+def op_times(prof, on_gpu: bool, kernels: bool = False) -> list[tuple[str, int, float]]:
     """(name, calls, total ms) from a finished `torch.profiler.profile`, largest time first.
 
-    On a GPU: the CUDA kernels (device time, self). On the CPU: the `aten::` operators (self CPU
-    time, so an operator that calls another is not counted twice).
+    kernels=False: the `aten::` operators, each with the time of its own work (not of operators it
+    calls): on a GPU the device time of the kernels it launched, on the CPU its self CPU time.
+    kernels=True (GPU only): the CUDA kernels themselves, under their kernel names.
+    Entries with no time are left out.
     """
+    if kernels and not on_gpu:
+        raise ValueError("kernel times need a GPU run (on_gpu=True)")
     rows = []
     for evt in prof.key_averages():
-        if on_gpu:
-            if "cuda" not in str(getattr(evt, "device_type", "")).lower():
+        is_kernel = "cuda" in str(getattr(evt, "device_type", "")).lower()
+        if kernels:
+            if not is_kernel:
                 continue
-            us = getattr(evt, "self_device_time_total", None)
-            if us is None:                                  # older torch
-                us = getattr(evt, "self_cuda_time_total", 0.0)
+            us = _device_us(evt)
         else:
-            if not evt.key.startswith("aten::"):
+            if is_kernel or not evt.key.startswith("aten::"):
                 continue
-            us = evt.self_cpu_time_total
+            us = _device_us(evt) if on_gpu else evt.self_cpu_time_total
         if us > 0:
             rows.append((evt.key, int(evt.count), us / 1e3))
     return sorted(rows, key=lambda r: -r[2])

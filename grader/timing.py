@@ -64,8 +64,10 @@ def compare(fns: dict, budget_ms: float = 400.0, min_reps: int = 10, max_reps: i
     for name, fn in items:
         median = statistics.median(samples[name])
         wall = _wall_per_call(fn, max(3, min(reps, 50)))
-        # Work hidden from the events (another stream) shows up only in the wall clock.
-        result[name] = wall if wall > 1.5 * median else median
+        # Work hidden from the events (put on another stream) shows up only in the wall clock. Honest
+        # code can also be slower by the wall clock when Python's launch overhead exceeds the GPU time,
+        # so only a gap far beyond that (3x, and 50 us) counts as hidden work.
+        result[name] = wall if wall > 3 * median + 0.05 else median
     return result
 
 

@@ -61,3 +61,15 @@ def test_an_exercise_may_allow_extra_ops():
     with watch(also_allowed=("sum",)) as record:
         x.sum()
     assert record.forbidden() == []
+
+
+def test_flags_launches_on_a_side_stream():
+    import pytest
+    if not DEVICE.is_gpu:
+        pytest.skip("needs CUDA streams")
+    x = torch.randn(3000, device="cuda")
+    side = torch.cuda.Stream()
+    with watch() as record:
+        with torch.cuda.stream(side):
+            kernels.add(x, x)
+    assert record.side_streams == 1 and "another CUDA stream" in record.forbidden()[0]

@@ -33,7 +33,7 @@ class KernelExercise:
     output_names: tuple = ()       # names of the outputs (or of the gradients), for messages
     also_allowed: tuple = ()       # ATen ops the exercise permits besides allocation and views
     backward: bool = False         # check the gradients of fn's output (an autograd.Function)
-    atol_scales_with_max: bool = False  # atol is relative to the largest expected magnitude (sums)
+    atol_scales_with_max: tuple = ()    # outputs whose atol is relative to their largest magnitude (sums)
 
     def shapes(self, device, hidden: bool) -> tuple:
         if device.is_gpu:
