@@ -277,12 +277,14 @@ def op_times(prof, on_gpu: bool, kernels: bool = False) -> list[tuple[str, int, 
     kernels=False: the `aten::` operators, each with the time of its own work (not of operators it
     calls): on a GPU the device time of the kernels it launched, on the CPU its self CPU time.
     kernels=True (GPU only): the CUDA kernels themselves, under their kernel names.
-    Entries with no time are left out.
+    Regions labelled with `record_function` and entries with no time are left out.
     """
     if kernels and not on_gpu:
         raise ValueError("kernel times need a GPU run (on_gpu=True)")
     rows = []
     for evt in prof.key_averages():
+        if getattr(evt, "is_user_annotation", False):     # record_function labels, not work
+            continue
         is_kernel = "cuda" in str(getattr(evt, "device_type", "")).lower()
         if kernels:
             if not is_kernel:

@@ -43,6 +43,22 @@ VARIANTS = [
      {"for start in range(0, n_cols, BLOCK_SIZE):": "for start in range(0, BLOCK_SIZE, BLOCK_SIZE):",
       "BLOCK_SIZE=min(4096, triton.next_power_of_2(n_cols))": "BLOCK_SIZE=min(512, triton.next_power_of_2(n_cols))"},
      ["elements differ"]),
+    ("matmul: accumulating in fp16", "day3/matmul", "day3.matmul",
+     {"acc = tl.dot(a, b, acc)": "acc = (acc.to(tl.float16) + tl.dot(a, b).to(tl.float16)).to(tl.float32)"},
+     ["elements differ", "accumulate in float32"]),
+    ("matmul: b assumed contiguous", "day3/matmul", "day3.matmul",
+     {"b.stride(0), b.stride(1)": "b.shape[1], 1"}, ["b transposed", "elements differ", "strides"]),
+    # A missing K mask reads whatever lies past the end of each row; reading out of bounds can crash the
+    # interpreter, so this variant stands in for it with ones instead of zeros in the K tail.
+    ("matmul: K tail not zeroed", "day3/matmul", "day3.matmul",
+     {"a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)":
+      "a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=1.0)",
+      "b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)":
+      "b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=1.0)"}, ["elements differ", "K tail"]),
+    ("epilogue: GELU before the bias", "day3/matmul", "day3.matmul_bias_gelu",
+     {"u = acc + bias[None, :]\n        acc = 0.5 * u * (1.0 + tl.math.erf(u * 0.7071067811865476))":
+      "acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476)) + bias[None, :]"},
+     ["elements differ", "only then"]),
     ("bias + GELU: bias of the row instead of the column", "day1/bias_gelu", "day1.bias_gelu",
      {"b_ptr + offsets % n_cols": "b_ptr + (offsets // n_cols) % n_cols"}, ["elements differ", "offset % n_cols"]),
     ("vector add: grid rounded down", "day1/vector_add", "day1.vector_add",

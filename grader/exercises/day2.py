@@ -96,7 +96,7 @@ rmsnorm_backward = KernelExercise(
     output_names=("dx", "dweight"),
     also_allowed=("sum",),  # adding up per-program partial sums of dweight with torch is fine
     backward=True,
-    atol_scales_with_max=("dweight",),
+    atol_scale={"dweight": "max"},
     hint="with r = 1 / sqrt(mean(x^2) + eps) and g = dy * weight: dx = r * (g - x * r^2 * mean(g * x)) "
          "and dweight = sum over rows of dy * x * r. Forgetting the mean(g * x) term, or r^2 in it, "
          "gives a wrong dx; forgetting to sum dweight over all rows gives a wrong dweight.",

@@ -33,7 +33,9 @@ class KernelExercise:
     output_names: tuple = ()       # names of the outputs (or of the gradients), for messages
     also_allowed: tuple = ()       # ATen ops the exercise permits besides allocation and views
     backward: bool = False         # check the gradients of fn's output (an autograd.Function)
-    atol_scales_with_max: tuple = ()    # outputs whose atol is relative to their largest magnitude (sums)
+    # Outputs whose atol scales with the expected values: "max" (their largest magnitude, for sums
+    # over many rows) or "rms" (their typical size, for dot products of length K).
+    atol_scale: dict = field(default_factory=dict)
 
     def shapes(self, device, hidden: bool) -> tuple:
         if device.is_gpu:
@@ -53,9 +55,10 @@ class PredictionExercise:
 
     key: str
     title: str
-    model: Callable                # (*case) -> the model's answer, in ms
+    model: Callable                # (*case) -> the model's answer, in `unit`
     cases: tuple                   # argument tuples for the formula check (any machine)
-    measure: Callable              # (bandwidth_gbs) -> (case, measured_ms) on the grading GPU
+    measure: Callable = None       # (bandwidth_gbs) -> (case, measured_ms) on the grading GPU, if any
+    unit: str = "ms"
     formula_tolerance: float = 0.05  # relative: answers within 5% of the model pass the formula check
     gpu_tolerance: float = 0.35      # relative: prediction vs measurement on the GPU
     hint: str = ""
