@@ -102,7 +102,7 @@ def test_prediction_following_the_model_passes():
     lambda n, bw: 12 * n / (bw * 2**30) * 1e3,      # GiB instead of GB: 7% off
 ])
 def test_prediction_with_a_wrong_count_or_unit_fails(wrong):
-    with pytest.raises(grader.CheckFailed, match="the model gives"):
+    with pytest.raises(grader.CheckFailed, match="the answer is"):
         grader.check_prediction("day1.predict_add", wrong)
 
 
