@@ -217,10 +217,10 @@ class SpeedResult:
             lines.append(f"  {self.gbs:.0f} GB/s = {100 * self.gbs / self.ceiling_gbs:.0f}% of this GPU's "
                          f"measured copy bandwidth ({self.ceiling_gbs:.0f} GB/s)")
         if self.tflops is not None:
-            peak = (f" = {100 * self.tflops / self.peak_tflops:.0f}% of this GPU's dense 16-bit peak "
-                    f"({self.peak_tflops:.0f} TFLOP/s, datasheet)") if self.peak_tflops else ""
-            lines.append(f"  yours {self.tflops:.0f} TFLOP/s, {self.baseline_name} "
-                         f"{self.tflops * self.ratio:.0f} TFLOP/s{peak}")
+            peak = (f" ({100 * self.tflops / self.peak_tflops:.0f}% of this GPU's dense 16-bit peak, "
+                    f"{self.peak_tflops:.0f} TFLOP/s by its datasheet)") if self.peak_tflops else ""
+            lines.append(f"  yours {self.tflops:.0f} TFLOP/s{peak}; {self.baseline_name} "
+                         f"{self.tflops / self.ratio:.0f} TFLOP/s")
         return "\n".join(lines)
 
 
