@@ -114,3 +114,27 @@ def test_prediction_that_forgets_the_eager_temporary_is_wrong():
 def test_unknown_exercise_names_the_known_ones():
     with pytest.raises(KeyError, match="day1.vector_add"):
         grader.check("day9.nothing", kernels.add)
+
+
+def test_speed_report_names_baseline_ratio_placements_and_ceilings():
+    from grader.checks import SpeedResult
+    r = SpeedResult("tiled matmul", (8192, 8192, 8192), "float16", "NVIDIA H200", "torch.matmul (cuBLAS)",
+                    yours_ms=2.0, baseline_ms=1.8, target=0.85, tflops=550.0, peak_tflops=989.4,
+                    placements={"yours": [2.0, 2.1], "baseline": [1.8, 1.8]})
+    text = r.report()
+    assert r.ratio == pytest.approx(0.9) and r.credit == 1.0
+    assert "torch.matmul (cuBLAS) 1.8000 ms" in text and "0.90x (target 0.85x" in text
+    assert "2 placements" in text and "0.86x to 0.90x" in text
+    assert "550 TFLOP/s (56% of this GPU's dense 16-bit peak" in text and "cuBLAS) 495 TFLOP/s" in text
+    assert "(not graded)" in r.report(graded=False)
+    r = SpeedResult("add", (10,), "float32", "GPU", "torch.add", 1.0, 0.5, 0.9, gbs=3000.0, ceiling_gbs=4000.0)
+    assert "3000 GB/s = 75% of this GPU's measured copy bandwidth (4000 GB/s)" in r.report()
+    assert r.credit == pytest.approx((0.5 - 0.45) / 0.45)
+
+
+def test_datasheet_peaks_match_specific_names_first():
+    from grader.hardware import peak_tflops
+    assert peak_tflops("NVIDIA H100 PCIe") == 756.0
+    assert peak_tflops("NVIDIA H100 80GB HBM3") == 989.4
+    assert peak_tflops("Tesla T4") == 65.0
+    assert peak_tflops("Some Future GPU") is None
