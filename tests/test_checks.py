@@ -125,7 +125,7 @@ def test_speed_report_names_baseline_ratio_placements_and_ceilings():
     assert r.ratio == pytest.approx(0.9) and r.credit == 1.0
     assert "torch.matmul (cuBLAS) 1.8000 ms" in text and "0.90x (target 0.85x" in text
     assert "2 placements" in text and "0.86x to 0.90x" in text
-    assert "550 TFLOP/s (56% of this GPU's dense 16-bit peak" in text and "cuBLAS) 495 TFLOP/s" in text
+    assert "550 TFLOP/s (56% of this GPU's dense 16-bit peak" in text and "cuBLAS) 611 TFLOP/s" in text
     assert "(not graded)" in r.report(graded=False)
     r = SpeedResult("add", (10,), "float32", "GPU", "torch.add", 1.0, 0.5, 0.9, gbs=3000.0, ceiling_gbs=4000.0)
     assert "3000 GB/s = 75% of this GPU's measured copy bandwidth (4000 GB/s)" in r.report()
