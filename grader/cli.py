@@ -39,7 +39,7 @@ def bench(repeats: int, out: Path) -> int:
     if not dev.is_gpu:
         print("bench needs a CUDA GPU: the speed of the reference solutions is measured there.")
         return 2
-    speed_rows, prediction_rows = [], []
+    speed_rows, prediction_rows, backend_lines = [], [], []
     for day in days():
         for path in sorted((REPO / "solutions" / day).glob("*.ipynb")):
             calls = notebooks.graded_calls(path)
@@ -54,6 +54,8 @@ def bench(repeats: int, out: Path) -> int:
                     for r in results:
                         print(r.report())
                     speed_rows.append((key, results))
+                    if key == "day4.attention":
+                        backend_lines = attention_backends(fn)
                 elif kind == "check_prediction_on_gpu":
                     case, predicted, measured, _ = checks.measure_prediction(key, fn)
                     prediction_rows.append((key, case, predicted, measured, exercises.get(key).gpu_tolerance))
@@ -87,10 +89,50 @@ def bench(repeats: int, out: Path) -> int:
         for key, case, predicted, measured, tol in prediction_rows:
             lines.append(f"| {key} | {case[:-1]} | {predicted:.4f} | {measured:.4f} | "
                          f"{100 * abs(predicted - measured) / measured:.0f}% | {100 * tol:.0f}% |")
+    lines += backend_lines
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
+
+
+def attention_backends(fn) -> list:
+    """Markdown: the reference attention's TFLOP/s next to every SDPA backend that runs here."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from grader import timing
+
+    lines = ["", "Reference FlashAttention forward against each SDPA backend (bfloat16, batch 4, 16 heads, "
+             "N = 4096; TFLOP/s = 4·B·H·N²·d / time, halved when causal; medians as above):", "",
+             "| head dim | causal | reference | " + " | ".join(b.name for b in BACKENDS()) + " |",
+             "|---|---|---|" + "---|" * len(BACKENDS())]
+    for d, causal in ((64, False), (128, False), (64, True), (128, True)):
+        q, k, v = (torch.randn(4, 16, 4096, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        flops = 4 * 4 * 16 * 4096 * 4096 * d / (2 if causal else 1)
+        calls = {"reference": lambda: fn(q, k, v, causal)}
+        for backend in BACKENDS():
+            try:
+                with sdpa_kernel([backend]):
+                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            except RuntimeError:
+                continue  # not available for this shape or GPU
+
+            def run(backend=backend):
+                with sdpa_kernel([backend]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            calls[backend.name] = run
+        ms = timing.compare(calls)
+        cells = [f"{flops / (ms[name] * 1e-3) / 1e12:.0f}" if name in ms else "n/a"
+                 for name in ["reference"] + [b.name for b in BACKENDS()]]
+        lines.append(f"| {d} | {'yes' if causal else 'no'} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def BACKENDS():
+    from torch.nn.attention import SDPBackend
+    return [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def main(argv=None) -> int:

@@ -3,10 +3,12 @@
 Nothing here is graded. The functions live in a module so that the notebooks stay short and the
 logic behind the pictures is unit-tested (tests/test_lecture_day3.py).
 
-Two topics:
+Three topics:
 
 * what one program of a tiled matmul reads: `draw_tile_walk` (A's row panel, B's column panel and
   the BLOCK_K-wide slice of each that one iteration of the K loop loads);
+* software pipelining of the K loop (`num_stages`): `pipeline_schedule` (when each step's loads and
+  its matrix product run, in a simple timing model) and `draw_pipeline`;
 * the order in which the programs of a matmul run, and what that means for the L2 cache:
   `grouped_pid` (the index arithmetic a kernel does), `program_order` (the whole launch order),
   `panels_touched` (the A row-panels and B column-panels one wave of programs in flight needs),
@@ -66,7 +68,9 @@ def draw_tile_walk(M: int, N: int, K: int, block_m: int, block_n: int, block_k: 
         fig, ax = plt.subplots(figsize=(6.5, 6.5 * (K + M) / (K + N) if K + N else 6.5))
     else:
         fig = ax.figure
-    gap = 0.04 * max(M, N, K)
+    # Leave room between the matrices for blocks that hang over an edge (drawn hatched).
+    overhang = max(n_m * block_m - M, n_n * block_n - N, n_k * block_k - K)
+    gap = max(0.04 * max(M, N, K), overhang + 0.02 * max(M, N, K))
     # Coordinates: x to the right, y downwards (the axis is inverted at the end).
     ax_a = (0.0, K + gap)                 # top-left corner of A: x, y
     ax_b = (K + gap, 0.0)                 # top-left corner of B
@@ -91,8 +95,16 @@ def draw_tile_walk(M: int, N: int, K: int, block_m: int, block_n: int, block_k: 
             ax.add_patch(Rectangle((x0 + col0, y0 + row0), in_cols, in_rows, facecolor=color,
                                    alpha=alpha, edgecolor="none"))
         if hatch_out and (in_rows < rows or in_cols < cols):
+            # The parts past the right edge and past the bottom edge, hatched; the whole block
+            # outlined.
+            outside = [(col0 + in_cols, row0, cols - in_cols, rows),
+                       (col0, row0 + in_rows, in_cols, rows - in_rows)]
+            for x, y, w, h in outside:
+                if w > 0 and h > 0:
+                    ax.add_patch(Rectangle((x0 + x, y0 + y), w, h, fill=False,
+                                           edgecolor="tab:red", hatch="///", lw=0.0))
             ax.add_patch(Rectangle((x0 + col0, y0 + row0), cols, rows, fill=False,
-                                   edgecolor="tab:red", hatch="///", lw=0.8, ls="--"))
+                                   edgecolor="tab:red", lw=0.8, ls="--"))
 
     grid(ax_a, M, K, block_m, block_k, "A")
     grid(ax_b, K, N, block_k, block_n, "B")
@@ -107,8 +119,8 @@ def draw_tile_walk(M: int, N: int, K: int, block_m: int, block_n: int, block_k: 
     x, y = ax_c
     ax.add_patch(Rectangle((x + c0, y + r0), block_n, block_m, fill=False, edgecolor="tab:blue",
                            lw=2))
-    ax.set_xlim(-gap, K + gap + N + gap)
-    ax.set_ylim(K + gap + M + gap, -gap)
+    ax.set_xlim(-0.02 * max(M, N, K), K + gap + N + gap)
+    ax.set_ylim(K + gap + M + gap, -0.02 * max(M, N, K))
     ax.set_aspect("equal")
     ax.set_xticks([])
     ax.set_yticks([])
@@ -317,3 +329,89 @@ def program_order_widget(num_pid_m: int = 12, num_pid_n: int = 12, group_m: int 
     flight.observe(in_flight_changed, names="value")
     redraw()
     return box
+
+
+# --------------------------------------------------------------------------------------------
+# Software pipelining of the K loop
+# --------------------------------------------------------------------------------------------
+
+def pipeline_schedule(n_steps: int, num_stages: int, t_load: float, t_compute: float) -> dict:
+    """When the loads and the products of a K loop run, with `num_stages` buffers per operand.
+
+    The model: a step's load (its blocks of A and B) takes `t_load` from issue to arrival, and
+    several loads may be in flight at once; its product takes `t_compute` on the tensor cores, one
+    product at a time. The load of step i needs a free buffer: with S buffers, buffer i % S is free
+    once the product of step i - S is done. So num_stages = 1 means: load, compute, load, compute,
+    with no overlap. The product of step i starts when its data has arrived and the product of step
+    i - 1 is done. Loads are issued in order.
+
+    Returns a dict with `loads` and `computes` (lists of (start, end)), `total` (the end of the
+    last product) and `busy` (the fraction of `total` the tensor cores work).
+    """
+    if n_steps < 1 or num_stages < 1 or t_load < 0 or t_compute <= 0:
+        raise ValueError("n_steps and num_stages must be positive, t_load >= 0, t_compute > 0")
+    loads, computes = [], []
+    for i in range(n_steps):
+        start = 0.0
+        if i >= num_stages:
+            start = computes[i - num_stages][1]          # wait for a free buffer
+        if i:
+            start = max(start, loads[i - 1][0])          # issue in order
+        loads.append((start, start + t_load))
+        begin = max(loads[i][1], computes[i - 1][1] if i else 0.0)
+        computes.append((begin, begin + t_compute))
+    total = computes[-1][1]
+    return {"loads": loads, "computes": computes, "total": total,
+            "busy": n_steps * t_compute / total}
+
+
+def draw_pipeline(n_steps: int = 8, stages=(1, 2, 3, 4), t_load: float = 3.0,
+                  t_compute: float = 1.0, axes=None):
+    """One timeline per value of num_stages: loads in flight (top lanes) and the tensor cores'
+    products (bottom lane), each box labelled with its step of the K loop. Returns (fig, axes)."""
+    stages = list(stages)
+    if axes is None:
+        fig, axes = plt.subplots(len(stages), 1, figsize=(10, 1.0 + 1.25 * len(stages)),
+                                 sharex=True, squeeze=False)
+        axes = axes[:, 0]
+    else:
+        fig = axes[0].figure
+    colors = plt.get_cmap("tab10")
+    longest = max(pipeline_schedule(n_steps, s, t_load, t_compute)["total"] for s in stages)
+    for ax, s in zip(axes, stages):
+        sched = pipeline_schedule(n_steps, s, t_load, t_compute)
+        # Loads that overlap in time go on separate lanes, so that each box stays visible.
+        lane_free, lanes = [], []
+        for start, end in sched["loads"]:
+            for j, free_at in enumerate(lane_free):
+                if free_at <= start + 1e-9:
+                    lane_free[j] = end
+                    lanes.append(j)
+                    break
+            else:
+                lane_free.append(end)
+                lanes.append(len(lane_free) - 1)
+        n_lanes = max(lanes) + 1
+        height = 0.8 / n_lanes
+        for i, ((start, end), lane) in enumerate(zip(sched["loads"], lanes)):
+            y = 1.1 + lane * height
+            ax.add_patch(Rectangle((start, y), end - start, height * 0.9, facecolor=colors(i % 10),
+                                   alpha=0.45, edgecolor="0.3", lw=0.5))
+            ax.text((start + end) / 2, y + height * 0.45, f"load {i}", ha="center", va="center",
+                    fontsize=7)
+        for i, (start, end) in enumerate(sched["computes"]):
+            ax.add_patch(Rectangle((start, 0.1), end - start, 0.8, facecolor=colors(i % 10),
+                                   edgecolor="0.3", lw=0.5))
+            ax.text((start + end) / 2, 0.5, str(i), ha="center", va="center", fontsize=8)
+        ax.set_yticks([0.5, 1.5])
+        ax.set_yticklabels(["tensor cores", "loads in flight"], fontsize=8)
+        ax.set_ylim(0, 2.0)
+        ax.set_xlim(0, longest * 1.02)
+        ax.set_title(f"num_stages = {s}: {sched['total']:g} time units, tensor cores busy "
+                     f"{100 * sched['busy']:.0f}% of the time", fontsize=9, loc="left")
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    axes[-1].set_xlabel(f"time (one product = {t_compute:g} unit, one load = {t_load:g} units "
+                        f"from issue to arrival)")
+    fig.tight_layout()
+    return fig, axes

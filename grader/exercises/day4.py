@@ -1,0 +1,159 @@
+"""Day 4 exercises: FlashAttention forward, and a transformer block built from the course's kernels."""
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .spec import KernelExercise
+
+CAUSAL = "causal"  # a shape tagged with this asks for causal attention
+
+
+def _qkv(shape, dtype, device, gen):
+    b, h, n, d = shape[:4]
+    q, k, v = (torch.randn(b, h, n, d, generator=gen, device=device).to(dtype) for _ in range(3))
+    return q, k, v, CAUSAL in shape
+
+
+def attention_reference(q, k, v, causal):
+    """Attention in float64 on the CPU, float32 on a GPU (the score matrix of the largest check would
+    need 8.6 GB in float64), materializing the scores: the textbook definition."""
+    precise = torch.float64 if q.device.type == "cpu" else torch.float32
+    qp, kp, vp = (t.to(precise) for t in (q, k, v))
+    scores = qp @ kp.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        n = q.shape[-2]
+        above = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(above, float("-inf"))
+    return (torch.softmax(scores, dim=-1) @ vp).to(q.dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def sdpa_flash_available(device_index: int = 0) -> bool:
+    """Whether SDPA's FLASH_ATTENTION backend runs on this GPU (it does not on a T4, sm_75)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q = torch.randn(1, 1, 16, 64, device="cuda", dtype=torch.float16)
+    try:
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            F.scaled_dot_product_attention(q, q, q)
+        return True
+    except RuntimeError:
+        return False
+
+
+def sdpa_baseline(q, k, v, causal):
+    """SDPA pinned to its FLASH_ATTENTION backend, or to MATH where the GPU has none."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = SDPBackend.FLASH_ATTENTION if sdpa_flash_available() else SDPBackend.MATH
+    with sdpa_kernel([backend]):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def _attention_flops(shape, dtype):
+    b, h, n, d = shape[:4]
+    return 4 * b * h * n * n * d // (2 if CAUSAL in shape else 1)
+
+
+attention = KernelExercise(
+    key="day4.attention",
+    title="FlashAttention forward",
+    make_inputs=_qkv,
+    reference=attention_reference,
+    baseline=sdpa_baseline,
+    baseline_name="F.scaled_dot_product_attention (FLASH_ATTENTION backend)",
+    cpu_shapes=((1, 1, 1, 16), (1, 2, 37, 16, CAUSAL), (1, 2, 64, 32), (2, 1, 100, 64, CAUSAL)),
+    gpu_shapes=((1, 1, 1, 64), (2, 3, 37, 64, CAUSAL), (1, 4, 1000, 128), (2, 2, 1025, 64, CAUSAL),
+                (1, 2, 777, 128, CAUSAL)),
+    hidden_cpu_shapes=((1, 3, 130, 16), (1, 1, 129, 64, CAUSAL)),
+    hidden_gpu_shapes=((4, 16, 4096, 128), (4, 16, 4096, 64, CAUSAL), (1, 2, 3001, 128, CAUSAL)),
+    speed_shape=(4, 16, 4096, 128),
+    target=1.1,
+    cpu_dtypes=(torch.float16, torch.float32),
+    gpu_dtypes=lambda dev: (dev.half_dtype, torch.float16) if dev.supports_bf16 else (torch.float16,),
+    speed_dtype=lambda dev: dev.half_dtype,
+    flops=_attention_flops,
+    output_names=("o",),
+    tolerances={torch.float32: (1e-4, 1e-4), torch.float16: (3e-3, 3e-3), torch.bfloat16: (2e-2, 2e-2)},
+    hint="scale the scores by 1/sqrt(head_dim); when the running max grows, rescale both the running "
+         "sum and the accumulator by exp(m_old - m_new); with causal=True a query at position i sees the "
+         "keys 0..i (i included); divide by the running sum once at the end.",
+)
+
+HEAD_DIM = 64  # of the transformer block's attention: heads = d_model // 64
+
+
+def _block_inputs(shape, dtype, device, gen):
+    """x (batch, seq, d_model) and the block's weights, scaled so activations stay near 1."""
+    b, n, d, f = shape
+
+    def w(*size, fan_in):
+        return (torch.randn(*size, generator=gen, device=device) / math.sqrt(fan_in)).to(dtype)
+
+    x = torch.randn(b, n, d, generator=gen, device=device).to(dtype)
+    norm1 = (1 + 0.1 * torch.randn(d, generator=gen, device=device)).to(dtype)
+    norm2 = (1 + 0.1 * torch.randn(d, generator=gen, device=device)).to(dtype)
+    return (x, norm1, w(d, 3 * d, fan_in=d), w(d, d, fan_in=d), norm2,
+            w(d, f, fan_in=d), w(d, f, fan_in=d), w(f, d, fan_in=f))
+
+
+def transformer_block_reference(x, norm1, wqkv, wo, norm2, w1, w3, w2, attend=None, dtype=None):
+    """A pre-norm block: x + Attn(RMSNorm(x)), then + SwiGLU-MLP(RMSNorm(.)); causal, 64-dim heads.
+
+    Computed in float64 on the CPU and float32 on a GPU unless `dtype` says otherwise; `attend`
+    replaces the attention (the baseline passes SDPA).
+    """
+    precise = dtype or (torch.float64 if x.device.type == "cpu" else torch.float32)
+    x, norm1, wqkv, wo, norm2, w1, w3, w2 = (t.to(precise) for t in (x, norm1, wqkv, wo, norm2, w1, w3, w2))
+    b, n, d = x.shape
+    heads = d // HEAD_DIM
+    h = F.rms_norm(x, (d,), norm1, eps=1e-6)
+    q, k, v = (h @ wqkv).view(b, n, 3, heads, HEAD_DIM).permute(2, 0, 3, 1, 4)
+    a = (attend or attention_reference)(q, k, v, True)
+    x = x + a.transpose(1, 2).reshape(b, n, d) @ wo
+    h = F.rms_norm(x, (d,), norm2, eps=1e-6)
+    return x + (F.silu(h @ w1) * (h @ w3)) @ w2
+
+
+def _block_eager(*args):
+    return transformer_block_reference(
+        *args, dtype=args[0].dtype,
+        attend=lambda q, k, v, causal: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+
+
+def _block_flops(shape, dtype):
+    b, n, d, f = shape
+    tokens = b * n
+    return 2 * tokens * d * (3 * d + d + 3 * f) + 2 * b * n * n * d  # matmuls + causal attention
+
+
+def _block_reference_out(*args):
+    return transformer_block_reference(*args).to(args[0].dtype)
+
+
+transformer_block = KernelExercise(
+    key="day4.transformer_block",
+    title="transformer block forward",
+    make_inputs=_block_inputs,
+    reference=_block_reference_out,
+    baseline=_block_eager,
+    baseline_name="the same block in eager PyTorch (cuBLAS, F.rms_norm, SDPA's default backend)",
+    cpu_shapes=((1, 16, 64, 128), (2, 37, 128, 256)),
+    gpu_shapes=((1, 16, 128, 256), (2, 300, 512, 1408)),
+    hidden_cpu_shapes=(),
+    hidden_gpu_shapes=((4, 2048, 2048, 5632),),
+    speed_shape=(4, 2048, 2048, 5632),
+    target=0.9,
+    gpu_dtypes=lambda dev: (dev.half_dtype,),
+    flops=_block_flops,
+    output_names=("out",),
+    atol_scale={"out": "rms"},
+    tolerances={torch.float32: (1e-3, 1e-3), torch.float16: (1e-2, 1e-2), torch.bfloat16: (4e-2, 4e-2)},
+    hint="check each piece on its own against PyTorch first (RMSNorm, the projections, attention with "
+         "causal=True on 64-dim heads, SwiGLU = silu(h @ w1) * (h @ w3)); the residual adds belong in "
+         "your kernels too (e.g. as a matmul epilogue).",
+)
+
+EXERCISES = (attention, transformer_block)
