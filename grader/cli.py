@@ -106,13 +106,13 @@ def attention_backends(fn) -> list:
 
     lines = ["", "Reference FlashAttention forward against each SDPA backend (bfloat16, batch 4, 16 heads, "
              "N = 4096; TFLOP/s = 4·B·H·N²·d / time, halved when causal; medians as above):", "",
-             "| head dim | causal | reference | " + " | ".join(b.name for b in BACKENDS()) + " |",
-             "|---|---|---|" + "---|" * len(BACKENDS())]
+             "| head dim | causal | reference | " + " | ".join(b.name for b in _sdpa_backends()) + " |",
+             "|---|---|---|" + "---|" * len(_sdpa_backends())]
     for d, causal in ((64, False), (128, False), (64, True), (128, True)):
         q, k, v = (torch.randn(4, 16, 4096, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         flops = 4 * 4 * 16 * 4096 * 4096 * d / (2 if causal else 1)
         calls = {"reference": lambda: fn(q, k, v, causal)}
-        for backend in BACKENDS():
+        for backend in _sdpa_backends():
             try:
                 with sdpa_kernel([backend]):
                     F.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -125,12 +125,12 @@ def attention_backends(fn) -> list:
             calls[backend.name] = run
         ms = timing.compare(calls)
         cells = [f"{flops / (ms[name] * 1e-3) / 1e12:.0f}" if name in ms else "n/a"
-                 for name in ["reference"] + [b.name for b in BACKENDS()]]
+                 for name in ["reference"] + [b.name for b in _sdpa_backends()]]
         lines.append(f"| {d} | {'yes' if causal else 'no'} | " + " | ".join(cells) + " |")
     return lines
 
 
-def BACKENDS():
+def _sdpa_backends():
     from torch.nn.attention import SDPBackend
     return [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
