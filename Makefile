@@ -6,6 +6,8 @@ BIN    := $(VENV)/bin
 # version is provided locally (as on the course's development machines), pip takes that one.
 TORCH  ?= torch==2.13.0
 DAYS   := $(notdir $(wildcard solutions/day*))
+# The environment's scripts first (nbgrader calls `alembic`, JupyterLab its extensions' tools).
+export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help install lab test test-fast exercises bench clean
 

@@ -30,6 +30,8 @@ def course_copy(tmp_path):
 def nbgrader(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run one nbgrader command in a course folder, with the current Python environment."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    # nbgrader runs `alembic` from PATH: the environment's own scripts must come first.
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     env.pop("NBGRADER_EXECUTION", None)
     proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=env,
                           capture_output=True, text=True)
