@@ -145,7 +145,9 @@ transformer_block = KernelExercise(
     hidden_cpu_shapes=(),
     hidden_gpu_shapes=((4, 2048, 2048, 5632),),
     speed_shape=(4, 2048, 2048, 5632),
-    target=0.9,
+    # A modest target: the projections are most of the time, and cuBLAS runs them in eager PyTorch. The
+    # reference solution (plain Triton matmuls, a separate SwiGLU kernel) ran 0.85x on an H200.
+    target=0.75,
     gpu_dtypes=lambda dev: (dev.half_dtype,),
     flops=_block_flops,
     output_names=("out",),
