@@ -15,6 +15,9 @@ import pytest
 from conftest import DEVICE, REPO, nbgrader
 
 DAYS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
+# GRADER_DAYS=day2,day4 limits the round trip to some days (to fit a short GPU lease).
+if os.environ.get("GRADER_DAYS"):
+    DAYS = [d for d in DAYS if d in os.environ["GRADER_DAYS"].split(",")]
 GPU_ONLY_CALLS = ("check_speed", "check_prediction_on_gpu")
 
 
