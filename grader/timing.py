@@ -43,12 +43,16 @@ def _wall_per_call(fn, calls: int) -> float:
     return (time.perf_counter() - t0) * 1e3 / calls
 
 
-def compare(fns: dict, budget_ms: float = 400.0, min_reps: int = 10, max_reps: int = 200) -> dict:
+def compare(fns: dict, budget_ms: float = 400.0, min_reps: int = 10, max_reps: int = 200,
+            include_launch_overhead: bool = False) -> dict:
     """Median milliseconds per call for each named function, measured in one interleaved sweep.
 
     Warm-up calls come first, so compilation and autotuning are not timed. The runs alternate
     between the functions (forward, then backward order) so that clock and thermal drift hit them
     alike.
+
+    `include_launch_overhead` reports the host's time per call whenever it exceeds the GPU's (what a
+    program of many tiny ops really gets); grading leaves it off and compares GPU times.
     """
     for fn in fns.values():
         fn(), fn()
@@ -67,14 +71,18 @@ def compare(fns: dict, budget_ms: float = 400.0, min_reps: int = 10, max_reps: i
         # Work hidden from the events (put on another stream) shows up only in the wall clock. Honest
         # code can also be slower by the wall clock when Python's launch overhead exceeds the GPU time,
         # so only a gap far beyond that (3x, and 50 us) counts as hidden work.
-        result[name] = wall if wall > 3 * median + 0.05 else median
+        if include_launch_overhead:
+            result[name] = max(wall, median)
+        else:
+            result[name] = wall if wall > 3 * median + 0.05 else median
     return result
 
 
 def bench(fn, budget_ms: float = 200.0) -> float:
-    """Median milliseconds of fn: on a GPU with events and a cold L2, on the CPU with the host clock."""
+    """Median milliseconds of fn: on a GPU with events and a cold L2 (or the host's time per call, when
+    launching takes longer than the work), on the CPU with the host clock."""
     if torch.cuda.is_available():
-        return compare({"fn": fn}, budget_ms=budget_ms)["fn"]
+        return compare({"fn": fn}, budget_ms=budget_ms, include_launch_overhead=True)["fn"]
     fn()
     samples = []
     deadline = time.perf_counter() + budget_ms / 1e3
