@@ -18,10 +18,21 @@ def _flush_buffer() -> torch.Tensor:
     return torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 
 
+# Cycles of GPU busy-wait queued before each timed call (about 0.5 ms at 2 GHz): while the GPU waits,
+# the host finishes launching fn, so the events time the GPU's work rather than a Python launcher
+# slowed by a busy host. Inside autograded notebooks the reference kernels of day 2 timed up to 30%
+# slower than in a script while PyTorch's baselines did not move; host launch latency is the suspected
+# cause (docs/gpu-notes.md), and this head start is not yet confirmed on a GPU to remove it.
+HOST_HEADSTART_CYCLES = 1_000_000
+
+
 def _time_once(fn) -> float:
     """Milliseconds of one call of fn on the GPU, with the L2 cache flushed first."""
     _flush_buffer().zero_()
+    sleep = getattr(torch.cuda, "_sleep", None)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if sleep is not None:
+        sleep(HOST_HEADSTART_CYCLES)
     start.record()
     fn()
     end.record()
