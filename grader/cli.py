@@ -1,7 +1,11 @@
-"""The course's command line: `course-grader release` and `course-grader bench`.
+"""The course's command line, for instructors (run from the repository root).
 
-    course-grader release [day1 ...]     regenerate exercises/ from solutions/ with nbgrader
-    course-grader bench [--repeats N]    time every reference solution on this GPU -> docs/benchmarks.md
+    course-grader release [day1 ...]          regenerate exercises/ from solutions/ with nbgrader
+    course-grader collect SOURCE --day DAY    copy submissions (a folder or an LMS/Colab zip) into grading/
+    course-grader sanitize DAY                repair collected notebooks (restored tests, duplicates, bad files)
+    course-grader autograde DAY [--timeout S] grade each student in its own process, killed past S seconds
+    course-grader report DAY                  grades CSV and per-student HTML feedback
+    course-grader bench [--repeats N]         time every reference solution on this GPU -> docs/benchmarks.md
 """
 from __future__ import annotations
 
@@ -135,17 +139,74 @@ def _sdpa_backends():
     return [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
+def notebooks_of(day: str) -> list:
+    return sorted(p.stem for p in (REPO / "exercises" / day).glob("*.ipynb"))
+
+
+def collect(source: Path, day: str) -> int:
+    from grader import submissions
+    report = submissions.collect(source, day, notebooks_of(day), REPO / "grading" / "submitted")
+    print(report.summary())
+    return 0
+
+
+def sanitize(day: str) -> int:
+    from grader import submissions
+    results = submissions.sanitize_day(REPO / "grading" / "submitted", REPO / "exercises" / day, day)
+    for (student, notebook), fixes in sorted(results.items()):
+        for fix in fixes:
+            print(f"{student}/{day}/{notebook}: {fix}")
+    print(f"sanitized {len(results)} notebooks")
+    return 0
+
+
+def autograde(day: str, timeout: float) -> int:
+    from grader import batch
+    runs = batch.autograde_day(REPO, day, timeout_s=timeout)
+    bad = [r for r in runs if r.status != "graded"]
+    print(f"{len(runs) - len(bad)} graded, {len(bad)} scored 0 for the reasons above; "
+          f"log in grading/runs-{day}.csv")
+    return 0
+
+
+def report(day: str) -> int:
+    for args in (["generate_feedback", day, "--force"], ["export", "--to", f"grading/grades-{day}.csv"]):
+        proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=REPO)
+        if proc.returncode:
+            return proc.returncode
+    print(f"grades: grading/grades-{day}.csv; feedback: grading/feedback/<student>/{day}/")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="course-grader", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("release", help="regenerate exercises/ from solutions/")
     p.add_argument("days", nargs="*")
+    p = sub.add_parser("collect", help="copy submissions into grading/submitted")
+    p.add_argument("source", type=Path)
+    p.add_argument("--day", required=True)
+    p = sub.add_parser("sanitize", help="repair collected notebooks before grading")
+    p.add_argument("day")
+    p = sub.add_parser("autograde", help="autograde every student, each under a time limit")
+    p.add_argument("day")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per student (default 1800)")
+    p = sub.add_parser("report", help="grades CSV and feedback")
+    p.add_argument("day")
     p = sub.add_parser("bench", help="time the reference solutions on this GPU")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args(argv)
     if args.command == "release":
         return release(args.days)
+    if args.command == "collect":
+        return collect(args.source, args.day)
+    if args.command == "sanitize":
+        return sanitize(args.day)
+    if args.command == "autograde":
+        return autograde(args.day, args.timeout)
+    if args.command == "report":
+        return report(args.day)
     return bench(args.repeats, args.out)
 
 

@@ -1,0 +1,115 @@
+"""A small class through the instructor's pipeline on this machine: collect, sanitize, autograde, export.
+
+Each synthetic student stands for a case met in real classes; the expected score of each is written
+down. Without a GPU only correctness earns points (day1: 8 of 14).
+"""
+import copy
+import csv
+import shutil
+
+import nbformat
+import pytest
+
+from grader import batch, submissions
+from conftest import DEVICE, REPO, nbgrader
+
+pytestmark = pytest.mark.skipif(DEVICE.is_gpu, reason="expected scores are those without a GPU")
+
+DAY = "day1"
+NOTEBOOKS = ["bias_gelu", "predict_runtime", "vector_add"]
+SPIN = '''
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    i = 0
+    while i >= 0:
+        i += 1
+'''
+CHEAT = '''
+def add(x, y):
+    add_kernel[(1,)](x, y, torch.empty_like(x), 1, BLOCK_SIZE=16)   # a launch, for show
+    return x + y
+'''
+
+# student -> (what they hand in, expected score without a GPU)
+EXPECTED = {
+    "alice": 8.0,   # everything right
+    "bob": 0.0,     # handed in the untouched notebooks
+    "carol": 0.0,   # vector_add is not a notebook any more; nothing else handed in
+    "dave": 8.0,    # right, but deleted a test cell and duplicated a graded cell
+    "erin": 3.0,    # only vector_add, saved by Colab without nbgrader's metadata
+    "frank": 5.0,   # vector_add's kernel never ends: killed, 0 for it; the others are right
+    "grace": 0.0,   # vector_add launches a kernel but computes with torch: 0
+}
+
+
+def _filled(day, name):
+    release = nbformat.read(REPO / "exercises" / day / f"{name}.ipynb", as_version=4)
+    solution = nbformat.read(REPO / "solutions" / day / f"{name}.ipynb", as_version=4)
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in solution.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    for c in release.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            c.source = "\n".join(line for line in answers[gid].splitlines()
+                                 if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
+    return release
+
+
+def _hand_in(folder):
+    """An LMS download: files named in the ways students and Colab name them."""
+    def save(nb, name):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(nb if isinstance(nb, str) else nbformat.writes(nb))
+
+    for name in NOTEBOOKS:
+        save(_filled(DAY, name), f"alice_{DAY}_{name}.ipynb")
+        save(nbformat.read(REPO / "exercises" / DAY / f"{name}.ipynb", as_version=4), f"bob_{DAY}_{name} (1).ipynb")
+        dave = _filled(DAY, name)
+        if name == "vector_add":
+            dave.cells = [c for c in dave.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_add_speed"]
+            dave.cells.append(copy.deepcopy(dave.cells[3]))
+        save(dave, f"dave/{name}.ipynb")
+        frank = _filled(DAY, name)
+        if name == "vector_add":
+            cell = next(c for c in frank.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "add")
+            cell.source = SPIN + cell.source.split("def add(", 1)[1].join(["\ndef add(", ""])
+        save(frank, f"frank_{DAY}_{name}.ipynb")
+    save('{"cells": [', f"carol_{DAY}_vector_add.ipynb")
+    erin = _filled(DAY, "vector_add")
+    for c in erin.cells:
+        c.metadata = {}
+    erin.metadata = {"colab": {"provenance": []}, "kernelspec": {"name": "python3", "display_name": "Python 3"}}
+    save(erin, f"erin/Copy of {DAY}_vector_add.ipynb")
+    grace = nbformat.read(REPO / "exercises" / DAY / "vector_add.ipynb", as_version=4)
+    for c in grace.cells:
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "add":
+            c.source = _filled(DAY, "vector_add").cells[3].source.split("def add(")[0] + CHEAT
+    save(grace, f"grace_{DAY}_vector_add.ipynb")
+
+
+def test_a_class_grades_to_the_expected_scores_and_regrading_changes_nothing(course_copy, tmp_path):
+    nbgrader(course_copy, "generate_assignment", DAY, "--force")
+    downloads = tmp_path / "lms"
+    _hand_in(downloads)
+    report = submissions.collect(downloads, DAY, NOTEBOOKS, course_copy / "grading" / "submitted")
+    assert not report.unmatched, report.summary()
+    fixes = submissions.sanitize_day(course_copy / "grading" / "submitted", course_copy / "exercises" / DAY, DAY)
+    assert "not a readable notebook" in fixes[("carol", "vector_add")][0]
+    assert any("deleted" in f for f in fixes[("dave", "vector_add")])
+
+    def grade():
+        runs = batch.autograde_day(course_copy, DAY, timeout_s=60, log=lambda *a: None)
+        nbgrader(course_copy, "export", "--to", "grades.csv")
+        rows = csv.DictReader(open(course_copy / "grades.csv"))
+        return runs, {r["student_id"]: float(r["score"]) for r in rows if r["assignment"] == DAY}
+
+    runs, scores = grade()
+    assert scores == EXPECTED
+    status = {r.student: r for r in runs}
+    assert status["frank"].status == "timed out" and "scored 0" in status["frank"].reason
+    assert all(r.status == "graded" for s, r in status.items() if s != "frank")
+    log = list(csv.DictReader(open(course_copy / "grading" / f"runs-{DAY}.csv")))
+    assert {row["student"] for row in log} == set(EXPECTED) and all(row["torch"] for row in log)
+
+    _, again = grade()
+    assert again == scores

@@ -1,0 +1,107 @@
+"""Collecting submissions from LMS and Colab downloads, and sanitizing them before grading."""
+import copy
+import zipfile
+
+import nbformat
+import pytest
+
+from grader import submissions
+from conftest import REPO
+
+DAY2 = ["cross_entropy", "rmsnorm", "softmax"]
+RELEASE = REPO / "exercises" / "day1" / "vector_add.ipynb"
+SOLUTION = REPO / "solutions" / "day1" / "vector_add.ipynb"
+
+
+@pytest.mark.parametrize("path, student, notebook", [
+    ("alice_day2_softmax.ipynb", "alice", "softmax"),
+    ("alice_day2_softmax (1).ipynb", "alice", "softmax"),
+    ("Bob Smith - day2_rmsnorm.ipynb", "bob_smith", "rmsnorm"),
+    ("carol/Copy of day2_cross_entropy.ipynb", "carol", "cross_entropy"),
+    ("dave/softmax.ipynb", "dave", "softmax"),
+])
+def test_names_map_to_student_and_notebook(tmp_path, path, student, notebook):
+    f = tmp_path / path
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text("{}")
+    assert submissions.match_name(f, "day2", DAY2, tmp_path) == (student, notebook)
+
+
+def test_collect_from_a_zip_reports_what_it_could_not_match(tmp_path):
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("alice_day2_softmax.ipynb", "{}")
+        z.writestr("alice_day2_softmax (1).ipynb", '{"newer": 1}')
+        z.writestr("erin/Copy of day2_rmsnorm.ipynb", "{}")
+        z.writestr("Copy of day2_softmax.ipynb", "{}")          # Colab name, no folder: whose?
+        z.writestr("frank_day2_homework.ipynb", "{}")           # not one of the day's notebooks
+        z.writestr("notes.txt", "hello")
+        z.writestr("__MACOSX/._junk", "")
+    report = submissions.collect(archive, "day2", DAY2, tmp_path / "submitted")
+    assert sorted((s, n) for _, s, n in report.copied) == [("alice", "softmax"), ("erin", "rmsnorm")]
+    reasons = dict(report.unmatched)
+    assert "no student name" in reasons["Copy of day2_softmax.ipynb"]
+    assert "matches none of day2's notebooks" in reasons["frank_day2_homework.ipynb"]
+    assert "not an .ipynb" in reasons["notes.txt"]
+    assert len(report.replaced) == 1 and "NOT COLLECTED" in report.summary()
+    assert (tmp_path / "submitted" / "erin" / "day2" / "rmsnorm.ipynb").exists()
+    assert archive.exists()  # the original is untouched
+
+
+def _filled(release, solution):
+    """The release with the reference's code in its solution cells: a complete student submission."""
+    nb = copy.deepcopy(release)
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in solution.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    for c in nb.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            c.source = answers[gid]
+    return nb
+
+
+def _ids(nb):
+    return [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+
+
+def test_sanitize_restores_deleted_and_edited_tests_and_drops_duplicates():
+    release = nbformat.read(RELEASE, as_version=4)
+    student = _filled(release, nbformat.read(SOLUTION, as_version=4))
+    student.cells = [c for c in student.cells if _ids(nbformat.v4.new_notebook(cells=[c]))[0] != "test_add_speed"]
+    for c in student.cells:
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "test_add_correct":
+            c.source = "print('all good')"
+    student.cells.append(copy.deepcopy(student.cells[3]))     # a duplicated solution cell
+    student.cells.insert(4, nbformat.v4.new_code_cell("HELPER = 1"))
+    nb, fixes = submissions.sanitize_notebook(nbformat.writes(student), release)
+    assert "duplicated cell 'add' dropped" in fixes
+    assert "cell 'test_add_speed' had been deleted: restored" in fixes
+    assert "cell 'test_add_correct' had been edited: restored" in fixes
+    assert [i for i in _ids(nb) if i] == [i for i in _ids(release) if i]
+    sources = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in nb.cells}
+    assert "tl.program_id" in sources["add"] and "grader.check(" in sources["test_add_correct"]
+    helper = [c.source for c in nb.cells].index("HELPER = 1")
+    assert _ids(nb)[helper - 1] == "add"   # the student's own cell stays after the cell it followed
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    nbformat.validate(nb)
+
+
+def test_sanitize_finds_solutions_when_metadata_was_stripped():
+    release = nbformat.read(RELEASE, as_version=4)
+    student = _filled(release, nbformat.read(SOLUTION, as_version=4))
+    for c in student.cells:
+        c.metadata = {}
+    student.metadata = {"colab": {"provenance": []}}
+    nb, fixes = submissions.sanitize_notebook(nbformat.writes(student), release)
+    assert any("recognised by its content" in f for f in fixes)
+    solution = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "add")
+    assert "tl.program_id" in solution.source
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("text", ["", "{not json", '{"cells": 5}', "\x00\x01binary"])
+def test_an_unreadable_file_becomes_the_blank_release_with_a_reason(text):
+    release = nbformat.read(RELEASE, as_version=4)
+    nb, fixes = submissions.sanitize_notebook(text, release)
+    assert "graded as blank" in fixes[0]
+    assert _ids(nb) == _ids(release)
