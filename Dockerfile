@@ -1,8 +1,9 @@
 # The course on a CUDA GPU: JupyterLab for students, nbgrader for grading.
 #   docker build -t gpu-course .
 #   docker run --gpus all -p 8888:8888 gpu-course                  # JupyterLab
-#   docker run --gpus all --network none -v $PWD/grading:/course/grading gpu-course \
-#          nbgrader autograde day1                                  # grade untrusted submissions
+#   docker run --rm --gpus all --network none --read-only --tmpfs /tmp --tmpfs /root \
+#          -e GRADER_IN_CONTAINER=1 -v $PWD/grading:/course/grading gpu-course \
+#          course-grader autograde day1                             # grade untrusted submissions
 # Dependencies are those of pyproject.toml (and environment.yml).
 FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04
 
