@@ -4,7 +4,8 @@
     course-grader collect SOURCE --day DAY    copy submissions (a folder or an LMS/Colab zip) into grading/
     course-grader sanitize DAY                repair collected notebooks (restored tests, duplicates, bad files)
     course-grader autograde DAY [--timeout S] grade each student in its own process, killed past S seconds
-    course-grader report DAY                  grades CSV and per-student HTML feedback
+    course-grader report DAY                  grades CSV, per-student HTML feedback, the class's speed table
+    course-grader doctor                      check this grading machine and say what to fix
     course-grader bench [--repeats N]         time every reference solution on this GPU -> docs/benchmarks.md
 """
 from __future__ import annotations
@@ -174,8 +175,19 @@ def report(day: str) -> int:
         proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=REPO)
         if proc.returncode:
             return proc.returncode
-    print(f"grades: grading/grades-{day}.csv; feedback: grading/feedback/<student>/{day}/")
+    from grader import class_report
+    csv_path, png_path = class_report.write_report(REPO / "grading" / "autograded", day, REPO / "grading")
+    print(f"grades: grading/grades-{day}.csv; feedback: grading/feedback/<student>/{day}/; "
+          f"speed across the class: {csv_path.relative_to(REPO)} and {png_path.relative_to(REPO)}")
     return 0
+
+
+def doctor() -> int:
+    from grader import doctor as d
+    findings = d.check(REPO)
+    for f in findings:
+        print(f.line())
+    return 0 if all(f.ok for f in findings) else 1
 
 
 def main(argv=None) -> int:
@@ -191,8 +203,9 @@ def main(argv=None) -> int:
     p = sub.add_parser("autograde", help="autograde every student, each under a time limit")
     p.add_argument("day")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per student (default 1800)")
-    p = sub.add_parser("report", help="grades CSV and feedback")
+    p = sub.add_parser("report", help="grades CSV, feedback and the class's speed table")
     p.add_argument("day")
+    sub.add_parser("doctor", help="check this grading machine")
     p = sub.add_parser("bench", help="time the reference solutions on this GPU")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
@@ -207,6 +220,8 @@ def main(argv=None) -> int:
         return autograde(args.day, args.timeout)
     if args.command == "report":
         return report(args.day)
+    if args.command == "doctor":
+        return doctor()
     return bench(args.repeats, args.out)
 
 

@@ -1,0 +1,84 @@
+"""The class's speed, read back from the autograded notebooks: a CSV and a plot per exercise.
+
+Every speed cell prints a report (grader.checks.SpeedResult.report); this module parses those lines,
+so the numbers are exactly the ones students saw in their feedback.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import nbformat
+
+TITLE = re.compile(r"^(?P<title>.+), shape (?P<shape>\(.*\)), (?P<dtype>\w+), on (?P<gpu>.+):$")
+RATIO = re.compile(r"-> (?P<ratio>[\d.]+)x")
+BANDWIDTH = re.compile(r"^\s+(?P<gbs>\d+) GB/s = (?P<pct>\d+)% of this GPU's measured copy bandwidth")
+TFLOPS = re.compile(r"^\s+yours (?P<tflops>\d+) TFLOP/s")
+SCORE = re.compile(r"speed score: (?P<got>[\d.]+) of (?P<of>[\d.]+)")
+
+
+def parse_speed_reports(text: str) -> list:
+    """Every speed report in a cell's printed output, as dicts."""
+    found, current = [], None
+    for line in text.splitlines():
+        m = TITLE.match(line)
+        if m:
+            current = dict(m.groupdict(), ratio=None, gbs=None, pct_of_ceiling=None, tflops=None, score=None)
+            found.append(current)
+            continue
+        if current is None:
+            continue
+        if (m := RATIO.search(line)) and current["ratio"] is None:
+            current["ratio"] = float(m["ratio"])
+        if m := BANDWIDTH.match(line):
+            current["gbs"], current["pct_of_ceiling"] = float(m["gbs"]), float(m["pct"])
+        if m := TFLOPS.match(line):
+            current["tflops"] = float(m["tflops"])
+        if m := SCORE.search(line):
+            current["score"] = f"{m['got']}/{m['of']}"
+    return found
+
+
+def speed_table(autograded: Path, day: str) -> list:
+    """One row per student and speed report of the day."""
+    rows = []
+    for path in sorted(Path(autograded).glob(f"*/{day}/*.ipynb")):
+        student = path.parts[-3]
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+            for report in parse_speed_reports(text):
+                rows.append(dict(student=student, notebook=path.stem, **report))
+    return rows
+
+
+def write_report(autograded: Path, day: str, out_dir: Path) -> tuple:
+    """grading/speed-<day>.csv and speed-<day>.png (ratio per exercise across the class)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = speed_table(autograded, day)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, png_path = out_dir / f"speed-{day}.csv", out_dir / f"speed-{day}.png"
+    fields = ["student", "notebook", "title", "shape", "dtype", "gpu", "ratio", "gbs", "pct_of_ceiling",
+              "tflops", "score"]
+    with open(csv_path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    titles = sorted({r["title"] for r in rows})
+    fig, axes = plt.subplots(1, max(1, len(titles)), figsize=(4 * max(1, len(titles)), 3), squeeze=False)
+    for ax, title in zip(axes[0], titles):
+        ratios = [r["ratio"] for r in rows if r["title"] == title and r["ratio"] is not None]
+        ax.hist(ratios, bins=min(20, max(5, len(ratios))))
+        ax.set_title(title)
+        ax.set_xlabel("speed vs PyTorch (x)")
+        ax.set_ylabel("students")
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=100)
+    plt.close(fig)
+    return csv_path, png_path

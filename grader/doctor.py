@@ -1,0 +1,69 @@
+"""`course-grader doctor`: is this machine ready to grade? Each check says what to fix."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+
+@dataclass
+class Finding:
+    ok: bool
+    what: str
+    fix: str = ""
+
+    def line(self) -> str:
+        return f"[{'ok' if self.ok else 'FIX'}] {self.what}" + (f"\n       -> {self.fix}" if self.fix else "")
+
+
+def _version(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check(root: Path) -> list:
+    import torch
+    found = []
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        found.append(Finding(True, f"GPU: {p.name} (compute capability {p.major}.{p.minor}), "
+                                   f"{torch.cuda.device_count()} visible"))
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            found.append(Finding(False, "TRITON_INTERPRET=1 is set: kernels would run on the CPU",
+                                 "unset TRITON_INTERPRET before grading"))
+    else:
+        found.append(Finding(False, "no CUDA GPU visible: every speed cell would score 0",
+                             "grade on a machine with an NVIDIA GPU (in Docker: --gpus all)"))
+    for name in ("torch", "triton", "nbgrader", "nbclient", "ipykernel"):
+        v = _version(name)
+        found.append(Finding(v is not None, f"{name} {v or 'missing'}", "" if v else f"pip install {name}"))
+    config = root / "nbgrader_config.py"
+    found.append(Finding(config.exists(), f"nbgrader config at {config}",
+                         "" if config.exists() else "run course-grader from the course's repository root"))
+    days = sorted(p.name for p in (root / "exercises").glob("day*") if p.is_dir())
+    found.append(Finding(bool(days), f"released assignments: {', '.join(days) or 'none'}",
+                         "" if days else "course-grader release"))
+    alembic = shutil.which("alembic")
+    found.append(Finding(alembic is not None, f"alembic (nbgrader's database tool) on PATH: {alembic or 'no'}",
+                         "" if alembic else f"put {os.path.dirname(sys.executable)} on PATH (activate the environment)"))
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+        spec = KernelSpecManager().get_kernel_spec("python3")
+        python = spec.argv[0]
+        probe = subprocess.run([python, "-c", "import grader, triton, torch"], capture_output=True, text=True,
+                               cwd=root, env=dict(os.environ, PYTHONPATH=str(root)), timeout=120)
+        found.append(Finding(probe.returncode == 0, f"kernel 'python3' ({python}) imports grader, torch, triton",
+                             "" if probe.returncode == 0 else
+                             f"install the course into the kernel's environment: {probe.stderr.strip()[-200:]}"))
+    except Exception as e:  # no such kernelspec, or it cannot start
+        found.append(Finding(False, f"kernel 'python3': {e}", "python -m ipykernel install --sys-prefix --name python3"))
+    if not os.environ.get("GRADER_IN_CONTAINER"):
+        found.append(Finding(True, "not in the grading container: student code would run with this account's rights",
+                             "for untrusted submissions, grade in Docker (README, 'Grading untrusted submissions')"))
+    return found

@@ -1,0 +1,40 @@
+"""The class speed table is parsed from the reports students see in their feedback."""
+import csv
+
+import nbformat
+
+from grader.checks import SpeedResult
+from grader.class_report import parse_speed_reports, write_report
+
+
+def _report(ratio_ms, tflops=False):
+    r = SpeedResult("tiled matmul" if tflops else "vector add", (64,), "float16", "NVIDIA H100 80GB HBM3",
+                    "torch.add", yours_ms=1.0, baseline_ms=ratio_ms, target=0.9,
+                    placements={"yours": [1.0, 1.0], "baseline": [ratio_ms, ratio_ms]})
+    if tflops:
+        r.tflops, r.peak_tflops = 600.0, 989.4
+    else:
+        r.gbs, r.ceiling_gbs = 3000.0, 3200.0
+    return r.report() + f"\n  speed score: {r.credit * 2:.2f} of 2\n"
+
+
+def test_parses_ratio_bandwidth_tflops_and_score():
+    (add,) = parse_speed_reports(_report(0.95))
+    assert add["title"] == "vector add" and add["ratio"] == 0.95 and add["gbs"] == 3000 and add["pct_of_ceiling"] == 94
+    assert add["gpu"] == "NVIDIA H100 80GB HBM3" and add["score"] == "2.00/2"
+    (mm,) = parse_speed_reports(_report(0.5, tflops=True))
+    assert mm["tflops"] == 600 and mm["ratio"] == 0.5 and mm["score"] == "0.22/2"
+    assert parse_speed_reports("The speed check of vector add needs a CUDA GPU") == []
+
+
+def test_writes_a_csv_row_per_student_and_a_plot(tmp_path):
+    for student, ratio in (("alice", 1.0), ("bob", 0.6)):
+        cell = nbformat.v4.new_code_cell("grader.check_speed(...)")
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=_report(ratio))]
+        path = tmp_path / "autograded" / student / "day1" / "vector_add.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+    csv_path, png_path = write_report(tmp_path / "autograded", "day1", tmp_path / "out")
+    rows = list(csv.DictReader(open(csv_path)))
+    assert [(r["student"], float(r["ratio"])) for r in rows] == [("alice", 1.0), ("bob", 0.6)]
+    assert png_path.stat().st_size > 1000
