@@ -174,7 +174,11 @@ def sanitize_notebook(submitted_text: str, release: nbformat.NotebookNode) -> tu
             continue
         extras.setdefault(anchor, []).append(nbformat.from_dict(c))
 
-    out = list(extras[None])
+    # Cells the student put before every graded cell go after the release's first code cell (the
+    # set-up that switches Triton to its interpreter), so that it still runs before any kernel exists.
+    first_code = next((_grade_id(c) for c in release.cells if c.cell_type == "code" and _grade_id(c)), None)
+    extras.setdefault(first_code, [])[:0] = extras.pop(None)
+    out = []
     for rel_cell in release.cells:
         gid = _grade_id(rel_cell)
         if gid is None:

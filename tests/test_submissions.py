@@ -105,3 +105,12 @@ def test_an_unreadable_file_becomes_the_blank_release_with_a_reason(text):
     nb, fixes = submissions.sanitize_notebook(text, release)
     assert "graded as blank" in fixes[0]
     assert _ids(nb) == _ids(release)
+
+
+def test_cells_added_above_the_setup_run_after_it():
+    release = nbformat.read(RELEASE, as_version=4)
+    student = copy.deepcopy(release)
+    student.cells.insert(0, nbformat.v4.new_code_cell("@triton.jit\ndef helper(x): pass"))
+    nb, _ = submissions.sanitize_notebook(nbformat.writes(student), release)
+    ids = _ids(nb)
+    assert ids[:2] == ["intro", "setup"] and nb.cells[2].source.startswith("@triton.jit")
