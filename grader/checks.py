@@ -69,6 +69,10 @@ def run_student(spec, fn, args, label: str):
     if record.launches == 0:
         raise CheckFailed(f"{spec.title}: your function did not launch a Triton kernel on {label}. "
                           f"Launch your @triton.jit kernel with kernel[grid](...).")
+    if record.side_streams:
+        raise CheckFailed(f"{spec.title}: your function launched {record.side_streams} kernels on another "
+                          f"CUDA stream on {label}. Launch on the current stream: the grader's timer "
+                          f"only sees work there.")
     for i, (before, after) in enumerate(zip(saved, args)):
         if isinstance(before, torch.Tensor) and not torch.equal(before, after):
             raise CheckFailed(f"{spec.title}: your function changed its input argument {i} on {label}. "
