@@ -110,6 +110,8 @@ def _ce_inputs(shape, dtype, device, gen):
     targets = torch.randint(0, vocab, (rows,), generator=gen, device=device)
     ignored = torch.rand(rows, generator=gen, device=device) < 0.1
     ignored[0] = False  # at least one row counts, so the mean is defined
+    if rows > 1:
+        ignored[-1] = True  # and at least one is ignored, so a mean over all rows is caught every time
     return logits, torch.where(ignored, torch.full_like(targets, IGNORE_INDEX), targets)
 
 
