@@ -7,11 +7,9 @@ ns = notebooks.run_code_cells("solutions/day2/rmsnorm.ipynb")
 fn = ns["rmsnorm"]
 keep = []
 for trial in range(8):
-    torch.cuda.empty_cache() if trial % 4 == 0 else None
+    if trial % 4 == 0:
+        torch.cuda.empty_cache()
     keep.append(torch.empty(int(torch.randint(1, 300, ()).item()) * 2**20, dtype=torch.uint8, device="cuda"))
     r = checks.measure_speed("day2.rmsnorm_forward", fn)
-    x = torch.empty(1, device="cuda")
     print(f"trial {trial}: yours {r.yours_ms:.4f} ms, baseline {r.baseline_ms:.4f} ms, {r.ratio:.2f}x "
           f"(allocated {torch.cuda.memory_reserved() / 2**30:.1f} GiB reserved)")
-for set_count in (1, 3):
-    pass

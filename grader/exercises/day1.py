@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .spec import KernelExercise, PredictionExercise
+from .spec import KernelExercise, PredictionExercise, passes_over
 
 
 def _randn(shape, dtype, device, gen):
@@ -18,15 +18,6 @@ def _two_vectors(shape, dtype, device, gen):
 
 def _matrix_and_bias(shape, dtype, device, gen):
     return _randn(shape, dtype, device, gen), _randn(shape[-1:], dtype, device, gen)
-
-
-def _elementwise_bytes(n_tensors):
-    def count(shape, dtype):
-        n = 1
-        for s in shape:
-            n *= s
-        return n_tensors * n * torch.empty((), dtype=dtype).element_size()
-    return count
 
 
 vector_add = KernelExercise(
@@ -43,7 +34,7 @@ vector_add = KernelExercise(
     speed_shape=(2**26,),
     target=0.9,
     gpu_dtypes=lambda dev: (torch.float32,),
-    bytes_moved=_elementwise_bytes(3),  # read x, read y, write out
+    bytes_moved=passes_over(3),  # read x, read y, write out
     hint="each program handles BLOCK_SIZE elements starting at pid * BLOCK_SIZE; mask the tail.",
 )
 
@@ -66,7 +57,7 @@ bias_gelu = KernelExercise(
     speed_shape=(8192, 8192),
     target=1.8,
     gpu_dtypes=lambda dev: (dev.half_dtype, torch.float32),
-    bytes_moved=_elementwise_bytes(2),  # read x, write out (the bias is tiny and stays in cache)
+    bytes_moved=passes_over(2),  # read x, write out (the bias is tiny and stays in cache)
     hint="GELU(u) = 0.5 * u * (1 + erf(u / sqrt(2))); compute it in float32 (x.to(tl.float32)) and "
          "add the bias of the element's column (offset % n_cols).",
 )

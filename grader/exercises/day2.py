@@ -4,21 +4,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .spec import KernelExercise
+from .spec import KernelExercise, passes_over
 
 EPS = 1e-6          # RMSNorm's epsilon in every check
 IGNORE_INDEX = -100  # PyTorch's default for F.cross_entropy
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
-def _size(dtype):
-    return torch.empty((), dtype=dtype).element_size()
 
 
 def _logits(shape, dtype, device, gen):
@@ -46,7 +35,7 @@ softmax = KernelExercise(
     speed_shape=(8192, 4096),
     target=1.5,
     gpu_dtypes=lambda dev: (dev.half_dtype, torch.float32),
-    bytes_moved=lambda shape, dtype: 2 * _numel(shape) * _size(dtype),
+    bytes_moved=passes_over(2),
     # Probabilities are tiny in wide rows, so the absolute tolerance must be tiny too: with the usual
     # 16-bit atol a kernel that wrote zeros would pass.
     tolerances={torch.float32: (1e-8, 1e-5), torch.float16: (1e-7, 2e-3), torch.bfloat16: (1e-7, 1.6e-2)},
@@ -83,7 +72,7 @@ rmsnorm_forward = KernelExercise(
     key="day2.rmsnorm_forward",
     title="RMSNorm forward",
     target=1.1,
-    bytes_moved=lambda shape, dtype: 2 * _numel(shape) * _size(dtype),
+    bytes_moved=passes_over(2),
     hint="y = x / sqrt(mean(x^2) + eps) * weight, with the mean over the last dimension, in float32.",
     **_RMS_COMMON,
 )
@@ -92,7 +81,7 @@ rmsnorm_backward = KernelExercise(
     key="day2.rmsnorm_backward",
     title="RMSNorm backward",
     target=1.0,  # printed, not graded
-    bytes_moved=lambda shape, dtype: 3 * _numel(shape) * _size(dtype),  # read x and dy, write dx
+    bytes_moved=passes_over(3),  # read x and dy, write dx
     output_names=("dx", "dweight"),
     also_allowed=("sum",),  # adding up per-program partial sums of dweight with torch is fine
     backward=True,
@@ -129,7 +118,7 @@ cross_entropy = KernelExercise(
     speed_shape=(4096, 32_768),
     target=1.6,
     gpu_dtypes=lambda dev: (dev.half_dtype, torch.float32),
-    bytes_moved=lambda shape, dtype: _numel(shape) * _size(dtype),  # the logits, read once
+    bytes_moved=passes_over(1),  # the logits, read once
     # The loss is returned in float32 whatever the logits' dtype, computed from the same inputs.
     tolerances={d: (1e-5, 1e-4) for d in (torch.float32, torch.float16, torch.bfloat16)},
     also_allowed=("sum", "div", "mean", "ne", "clamp", "clamp_min"),  # the final mean over rows
