@@ -246,13 +246,6 @@ def _timed_calls(spec, fn, args) -> dict:
             "yours": lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True)}
 
 
-def _baseline_name(spec) -> str:
-    # SDPA's flash backend does not exist on every GPU: say which baseline was really timed.
-    if spec.baseline is exercises.day4.sdpa_baseline and not exercises.day4.sdpa_flash_available():
-        return "F.scaled_dot_product_attention (MATH backend: this GPU has no FLASH_ATTENTION backend)"
-    return spec.baseline_name
-
-
 # Where tensors land in GPU memory moves a memory-bound kernel's time by up to about 15% (measured on an
 # H200: the same RMSNorm kernel ran 0.068 or 0.078 ms depending on placement; docs/gpu-notes.md). Each
 # speed check therefore times several copies of the inputs at different addresses and takes the median.
@@ -278,7 +271,7 @@ def measure_speed(key: str, fn) -> SpeedResult:
         for name in samples:
             samples[name].append(ms[name])
     del spacers
-    result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), dev.name, _baseline_name(spec),
+    result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), dev.name, spec.timed_baseline_name(),
                          statistics.median(samples["yours"]), statistics.median(samples["baseline"]),
                          spec.target, placements=samples)
     if spec.bytes_moved:

@@ -52,6 +52,12 @@ def sdpa_baseline(q, k, v, causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
+def _sdpa_baseline_name():
+    if sdpa_flash_available():
+        return "F.scaled_dot_product_attention (FLASH_ATTENTION backend)"
+    return "F.scaled_dot_product_attention (MATH backend: this GPU has no FLASH_ATTENTION backend)"
+
+
 def _attention_flops(shape, dtype):
     b, h, n, d = shape[:4]
     return 4 * b * h * n * n * d // (2 if CAUSAL in shape else 1)
@@ -64,6 +70,7 @@ attention = KernelExercise(
     reference=attention_reference,
     baseline=sdpa_baseline,
     baseline_name="F.scaled_dot_product_attention (FLASH_ATTENTION backend)",
+    baseline_label=_sdpa_baseline_name,
     cpu_shapes=((1, 1, 1, 16), (1, 2, 37, 16, CAUSAL), (1, 2, 64, 32), (2, 1, 100, 64, CAUSAL)),
     gpu_shapes=((1, 1, 1, 64), (2, 3, 37, 64, CAUSAL), (1, 4, 1000, 128), (2, 2, 1025, 64, CAUSAL),
                 (1, 2, 777, 128, CAUSAL)),

@@ -47,6 +47,12 @@ class KernelExercise:
     # over many rows) or "rms" (their typical size, for dot products of length K).
     atol_scale: dict = field(default_factory=dict)
 
+    # () -> the name of the baseline really timed, where it depends on the GPU (SDPA's backends)
+    baseline_label: Callable = None
+
+    def timed_baseline_name(self) -> str:
+        return self.baseline_label() if self.baseline_label else self.baseline_name
+
     def shapes(self, device, hidden: bool) -> tuple:
         if device.is_gpu:
             return self.gpu_shapes + (self.hidden_gpu_shapes if hidden else ())
