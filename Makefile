@@ -23,7 +23,7 @@ $(BIN)/activate:
 $(VENV)/.installed: $(BIN)/activate pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
 
 install: $(VENV)/.installed
