@@ -29,7 +29,8 @@ def _grader_functions() -> dict:
     # Looked up at call time: a cell that rebinds one of these names is caught by integrity.verify.
     return {"check": check, "check_speed": check_speed, "run_student": run_student,
             "_check_case": _check_case, "describe_mismatch": describe_mismatch, "watch": watch,
-            "timing.compare": timing.compare, "credit": credit, "measure_speed": measure_speed}
+            "timing.compare": timing.compare, "credit": credit, "measure_speed": measure_speed,
+            "every_call_computes": every_call_computes, "check_after_timing": check_after_timing}
 
 
 def _seed(hidden: bool) -> int:
@@ -246,6 +247,54 @@ def _timed_calls(spec, fn, args) -> dict:
             "yours": lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True)}
 
 
+def every_call_computes(spec, call, args, record):
+    """Wrap a timed call so that each one must do the work again.
+
+    A function could compute once and then hand back what it kept (a cache keyed on the input
+    tensors), and be timed at nothing. Before each call the inputs' version counters are bumped (as an
+    in-place write would, with no GPU work), so a cache that watches them misses; and a call that
+    launches no Triton kernel, or launches on another stream, fails the speed check.
+    """
+    tensors = [a for a in args if isinstance(a, torch.Tensor)] if not spec.backward else []
+
+    def timed():
+        for t in tensors:
+            torch.autograd.graph.increment_version(t)
+        launches, side = record.launches, record.side_streams
+        out = call()
+        if record.launches == launches:
+            raise CheckFailed(f"{spec.title}: one of the timed calls of your function launched no Triton "
+                              f"kernel. Every call must compute its result: handing back a result kept "
+                              f"from an earlier call is not allowed.")
+        if record.side_streams != side:
+            raise CheckFailed(f"{spec.title}: a timed call of your function launched work on another CUDA "
+                              f"stream, where the timer does not see it. Launch on the current stream.")
+        return out
+    return timed
+
+
+def check_after_timing(spec, fn, args, shape, dtype, gen):
+    """Write new values into the timed input tensors, call fn once more and check the result.
+
+    A function that kept results by the inputs' addresses, or that behaves differently after many
+    calls, returns something stale or wrong here. It runs without the guard, as the timed calls do.
+    """
+    if spec.backward:
+        return
+    with torch.no_grad():
+        for a, new in zip(args, spec.make_inputs(shape, dtype, args[0].device, gen)):
+            if isinstance(a, torch.Tensor):
+                a.copy_(new)
+    expected = _as_tuple(spec.reference(*args))  # computed first and kept alive: its memory is not free
+    label = "the timed shape, called again after timing with new values in the same input tensors"
+    try:
+        with stderr_to_stdout():
+            got = _as_tuple(fn(*args))
+    except Exception as e:
+        raise CheckFailed(f"{spec.title}: your function raised on {label}: {type(e).__name__}: {e}") from None
+    _compare_outputs(spec, got, expected, dtype, label)
+
+
 # Where tensors land in GPU memory moves a memory-bound kernel's time by up to about 15% (measured on an
 # H200: the same RMSNorm kernel ran 0.068 or 0.078 ms depending on placement; docs/gpu-notes.md). Each
 # speed check therefore times several copies of the inputs at different addresses and takes the median.
@@ -263,14 +312,18 @@ def measure_speed(key: str, fn) -> SpeedResult:
     # A wrong result is worth nothing however fast: check at the timed size first.
     _check_case(spec, fn, spec.speed_shape, dtype, dev, gen, seed)
     spacers, samples = [], {"baseline": [], "yours": []}
-    for mib in SPACER_MIB[:PLACEMENTS]:
-        spacers.append(torch.empty(mib * 2**20 + 4096, dtype=torch.uint8, device="cuda"))
-        args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
-        with stderr_to_stdout():
-            ms = timing.compare(_timed_calls(spec, fn, args), budget_ms=400 / PLACEMENTS)
-        for name in samples:
-            samples[name].append(ms[name])
+    with watch(poison=False, ops=False) as record:  # counts launches only: nothing slows the calls
+        for mib in SPACER_MIB[:PLACEMENTS]:
+            spacers.append(torch.empty(mib * 2**20 + 4096, dtype=torch.uint8, device="cuda"))
+            args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
+            calls = _timed_calls(spec, fn, args)
+            calls["yours"] = every_call_computes(spec, calls["yours"], args, record)
+            with stderr_to_stdout():
+                ms = timing.compare(calls, budget_ms=400 / PLACEMENTS)
+            for name in samples:
+                samples[name].append(ms[name])
     del spacers
+    check_after_timing(spec, fn, args, spec.speed_shape, dtype, gen)
     result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), dev.name, spec.timed_baseline_name(),
                          statistics.median(samples["yours"]), statistics.median(samples["baseline"]),
                          spec.target, placements=samples)

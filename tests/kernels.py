@@ -72,3 +72,31 @@ def add_wrong_dtype(x, y):
 
 def add_that_raises(x, y):
     raise ValueError("I forgot something")
+
+
+_by_address = {}
+
+
+def add_cached_by_address(x, y):
+    """Computes once per pair of input addresses, then hands back what it kept: fast when timed."""
+    key = (x.data_ptr(), y.data_ptr())
+    if key not in _by_address:
+        _by_address[key] = add(x, y)
+    return _by_address[key]
+
+
+_by_version = {}
+
+
+def add_cached_by_version(x, y):
+    """Like add_cached_by_address, but recomputes when an input was written in place."""
+    key = (x.data_ptr(), y.data_ptr(), x._version, y._version)
+    if key not in _by_version:
+        _by_version[key] = add(x, y)
+    return _by_version[key]
+
+
+def add_with_tiny_launch_and_cache(x, y):
+    """Launches a token kernel every call, so launches are counted, but returns the kept result."""
+    add_kernel[(1,)](x, y, torch.empty(16, dtype=x.dtype, device=x.device), 1, BLOCK=16)
+    return add_cached_by_address(x, y)

@@ -146,3 +146,35 @@ def test_a_spec_names_the_baseline_really_timed():
     spec = exercises.get("day4.attention")
     assert dataclasses.replace(spec, baseline_label=None).timed_baseline_name() == spec.baseline_name
     assert dataclasses.replace(spec, baseline_label=lambda: "MATH").timed_baseline_name() == "MATH"
+
+
+def _timed_loop(fn, calls=3):
+    """What measure_speed does around the GPU timer, without the timer: works on the CPU too."""
+    spec = grader.exercises.get("day1.vector_add")
+    gen = torch.Generator().manual_seed(0)
+    shape, dtype = (3000,), torch.float32
+    args = spec.make_inputs(shape, dtype, grader.device.current().torch_device, gen)
+    with grader.guard.watch(poison=False, ops=False) as record:
+        timed = checks.every_call_computes(spec, lambda: fn(*args), args, record)
+        for _ in range(calls):
+            timed()
+    checks.check_after_timing(spec, fn, args, shape, dtype, gen)
+
+
+def test_an_honest_function_passes_the_timing_rules():
+    _timed_loop(kernels.add)
+
+
+def test_a_result_cached_by_input_address_launches_nothing_when_timed():
+    with pytest.raises(grader.CheckFailed, match="launched no Triton kernel"):
+        _timed_loop(kernels.add_cached_by_address)
+
+
+def test_a_cache_that_watches_in_place_writes_must_recompute_every_timed_call():
+    # The version bump before each timed call makes it miss: it launches every time, and is right.
+    _timed_loop(kernels.add_cached_by_version)
+
+
+def test_a_token_launch_does_not_hide_a_cached_result():
+    with pytest.raises(grader.CheckFailed, match="called again after timing"):
+        _timed_loop(kernels.add_with_tiny_launch_and_cache)
