@@ -1,0 +1,90 @@
+"""The submission rules that sanitize applies to a student's cells, each both ways."""
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import code_rules
+from grader.submissions import sanitize_notebook
+from conftest import REPO
+
+CHEATS = {
+    "grader.check = lambda *a, **k: None": "assigns grader.check",
+    "import grader\ngrader.checks.measure_speed = fake": "assigns grader.checks.measure_speed",
+    "from grader import checks\nchecks.credit = lambda r, t: 1.0": "assigns checks.credit",
+    "torch.cuda.Event = MyEvent": "assigns torch.cuda.Event",
+    "import time\ntime.perf_counter = lambda: 0.0": "assigns time.perf_counter",
+    "del torch.allclose": "deletes torch.allclose",
+    "class FakeGrader: pass\ngrader = FakeGrader()": "rebinds the name grader",
+    "import mymodule as grader": "binds the name grader",
+    "def grader(): pass": "rebinds the name grader",
+    "setattr(torch, 'equal', lambda a, b: True)": "uses setattr",
+    "exec('grader.check = print')": "uses exec",
+    "__import__('grader').check = print": "uses __import__",
+    "import sys\nsys.modules['grader'].check = print": "uses sys.modules",
+    "import builtins": "imports builtins",
+    "from unittest import mock": "imports unittest",
+    "torch.Tensor.__eq__.__globals__": "reaches into __globals__",
+    "from torch.utils._python_dispatch import TorchDispatchMode": "imports torch.utils._python_dispatch",
+    "torch._C._set_grad_enabled(False)": "uses the private torch._C",
+    "%time grader.check = print": "assigns grader.check",
+    "ip = get_ipython()": "uses get_ipython",
+    "for grader in range(3): pass": "rebinds the name grader",
+}
+
+HONEST = [
+    "import grader\ngrader.check('day1.vector_add', add)",       # a visible test, copied by the student
+    "from __future__ import annotations\nimport math\nx = math.sqrt(2)",
+    "class Norm(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = 1",
+    "ctx.save_for_backward(x)\nctx.eps = 1e-6",
+    "out = torch.empty_like(x)\nout.fill_(0)",
+    "%timeit add(x, y)",
+    "print(type(x).__name__, file=sys.stderr)",
+]
+
+
+@pytest.mark.parametrize("source, problem", CHEATS.items())
+def test_tampering_is_not_run(source, problem):
+    verdict = code_rules.check_cell(source, code_rules.imported_names([source]))
+    assert any(problem in p for p in verdict.problems), verdict
+    new, done = code_rules.neutralize(source, code_rules.imported_names([source]))
+    assert new.rstrip().splitlines()[-1].startswith("raise RuntimeError") and "not run" in done[0]
+    compile(new, "<cell>", "exec")
+
+
+@pytest.mark.parametrize("source", HONEST)
+def test_ordinary_code_is_left_alone(source):
+    assert code_rules.neutralize(source, code_rules.imported_names([source])) == (source, [])
+
+
+@pytest.mark.parametrize("source", ["!nvidia-smi\nx = 1", "%%bash\nls\n", "%pip install foo"])
+def test_shell_commands_and_magics_are_dropped_not_failed(source):
+    new, done = code_rules.neutralize(source, set())
+    assert "removed" in done[0] and "raise" not in new
+    assert "nvidia-smi" not in new.replace("# removed before grading: !nvidia-smi", "")
+    compile(new, "<cell>", "exec")
+    if "x = 1" in source:
+        assert "x = 1" in new
+
+
+def test_every_reference_solution_keeps_the_rules():
+    for path in sorted((REPO / "solutions").glob("day*/*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        code = [c.source for c in nb.cells if c.cell_type == "code"]
+        modules = code_rules.imported_names(code)
+        # what a student writes: the answer cells (the release's locked cells are restored, not checked)
+        answers = [c.source for c in nb.cells if c.cell_type == "code"
+                   and c.metadata.get("nbgrader", {}).get("solution")]
+        assert answers, path
+        for source in answers:
+            verdict = code_rules.check_cell(source, modules)
+            assert verdict.clean, (path.name, verdict, source[:200])
+
+
+def test_sanitize_replaces_a_patching_cell_and_says_so():
+    release = nbformat.read(REPO / "exercises" / "day1" / "vector_add.ipynb", as_version=4)
+    student = nbformat.from_dict(release)
+    student.cells.insert(4, nbformat.v4.new_code_cell("grader.check = lambda *a, **k: None"))
+    clean, fixes = sanitize_notebook(nbformat.writes(student), release)
+    assert any("breaks the submission rules (assigns grader.check)" in f for f in fixes), fixes
+    assert not any(c.source.startswith("grader.check =") for c in clean.cells)
