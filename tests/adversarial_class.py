@@ -1,0 +1,335 @@
+"""A synthetic class of 32 submissions across the four days: full, partial, blank, broken and cheating.
+
+`hand_in(folder)` writes them as an LMS download would hold them (names as students and Colab give
+them); `EXPECTED` says what each must score, without a GPU and on one, and why. Built from the
+release and the reference solutions, so it follows them when they change.
+"""
+from __future__ import annotations
+
+import copy
+import json
+
+import nbformat
+
+from conftest import REPO
+
+NOTEBOOKS = {day: sorted(p.stem for p in (REPO / "solutions" / day).glob("*.ipynb"))
+             for day in ("day1", "day2", "day3", "day4")}
+
+# student -> (day, points without a GPU, points on a GPU, what it stands for). Day 1 is worth 8 of 14
+# without a GPU (the speed cells need one), day 2 11 of 17, day 3 8 of 12, day 4 7 of 12.
+EXPECTED = {
+    "d1_full": ("day1", 8, 14, "everything right"),
+    "d1_blank": ("day1", 0, 0, "the untouched release"),
+    "d1_only_add": ("day1", 3, 5, "only vector_add handed in, right"),
+    "d1_torch_add": ("day1", 0, 0, "launches a kernel for show, returns x + y computed by PyTorch"),
+    "d1_cache": ("day1", 3, 3, "right, but keeps results by input address: timed calls launch nothing"),
+    "d1_token_cache": ("day1", 3, 3, "a token launch per call, the kept result returned: stale after timing"),
+    "d1_mutates": ("day1", 0, 0, "writes the sum into x and returns x"),
+    "d1_half_written": ("day1", 0, 0, "a grid for half the elements"),
+    "d1_unwritten": ("day1", 0, 0, "returns an output its kernel never writes (freed memory may hold a result)"),
+    "d1_patches_check": ("day1", 0, 0, "wrong kernel, grader.check replaced in an earlier cell"),
+    "d1_fake_event": ("day1", 3, 3, "right but slow kernel, torch.cuda.Event replaced by a fake clock"),
+    "d1_exec_credit": ("day1", 3, 3, "right but slow kernel, full credit patched in through exec"),
+    "d1_side_stream": ("day1", 3, 0, "launches on a side stream on a GPU, where the timer does not look"),
+    "d1_stderr": ("day1", 3, 5, "right, and prints warnings to stderr on every call"),
+    "d1_spins": ("day1", 5, 9, "vector_add's kernel never ends (killed); the other two notebooks right"),
+    "d1_crashes": ("day1", 5, 9, "vector_add reads far out of bounds and kills its kernel; the others right"),
+    "d1_cells_moved": ("day1", 8, 14, "right, a test cell deleted and a graded cell duplicated"),
+    "d1_truncated": ("day1", 0, 0, "vector_add cut off mid-file"),
+    "d1_empty_file": ("day1", 0, 0, "a 0-byte vector_add"),
+    "d1_colab": ("day1", 8, 14, "right, all three saved by Colab (its metadata, ids, kernelspec)"),
+    "d1_huge_output": ("day1", 3, 5, "right, with 30 MB of printed output saved in the notebook"),
+    "d1_r_kernel": ("day1", 3, 5, "right, saved with an R kernelspec"),
+    "d1_bad_prediction": ("day1", 0, 0, "predictions in bits instead of bytes"),
+    "d1_shell": ("day1", 3, 5, "right, with !nvidia-smi and %pip cells of its own"),
+    "d2_full": ("day2", 11, 17, "everything right"),
+    "d2_partial": ("day2", 5, 9, "softmax right; RMSNorm backward drops the mean term; no cross-entropy"),
+    "d2_torch_softmax": ("day2", 0, 0, "torch.softmax inside, a kernel launched for show"),
+    "d2_ce_all_rows": ("day2", 0, 0, "cross-entropy mean over all rows, ignored ones included"),
+    "d3_full": ("day3", 8, 12, "everything right"),
+    "d3_torch_matmul": ("day3", 2, 4, "matmul by torch.matmul (epilogue right); only matmul handed in"),
+    "d4_full": ("day4", 7, 12, "everything right"),
+    "d4_sdpa": ("day4", 0, 0, "attention by F.scaled_dot_product_attention (the block calls it, so it too)"),
+}
+
+
+def release(day, name):
+    return nbformat.read(REPO / "exercises" / day / f"{name}.ipynb", as_version=4)
+
+
+def filled(day, name, edits=None):
+    """The release with the reference answers typed in, then `edits` (old -> new) applied to them."""
+    nb = release(day, name)
+    solution = nbformat.read(REPO / "solutions" / day / f"{name}.ipynb", as_version=4)
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in solution.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    for c in nb.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            c.source = "\n".join(line for line in answers[gid].splitlines()
+                                 if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
+    for old, new in (edits or {}).items():
+        hits = [c for c in nb.cells if old in c.source and c.metadata.get("nbgrader", {}).get("solution")]
+        assert hits, f"{old!r} is not in the answers of {day}/{name}"
+        for c in hits:
+            c.source = c.source.replace(old, new)
+    return nb
+
+
+def cell(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def insert_before(nb, grade_id, source):
+    """A cell of the student's own, just before a graded cell."""
+    at = nb.cells.index(cell(nb, grade_id))
+    nb.cells.insert(at, nbformat.v4.new_code_cell(source))
+    return nb
+
+
+KERNEL = '''@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+'''
+LAUNCH = "add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK_SIZE=1024)"
+# On a GPU, 16-element blocks make vector_add several times slower than torch.add: a slow but right
+# kernel (on the CPU interpreter, where speed is not graded, the usual block keeps the test fast).
+SLOW = '''
+def add(x, y):
+    out = torch.empty_like(x)
+    block = 16 if x.is_cuda else 1024
+    add_kernel[(triton.cdiv(x.numel(), block),)](x, y, out, x.numel(), BLOCK_SIZE=block)
+    return out
+'''
+ADD_VARIANTS = {
+    "d1_torch_add": KERNEL + '''def add(x, y):
+    add_kernel[(1,)](x, y, torch.empty_like(x), 1, BLOCK_SIZE=16)
+    return x + y
+''',
+    "d1_cache": KERNEL + f'''_kept = {{}}
+
+def add(x, y):
+    key = (x.data_ptr(), y.data_ptr(), x.numel())
+    if key not in _kept:
+        out = torch.empty_like(x)
+        {LAUNCH}
+        _kept[key] = (x, y, out)   # x and y kept alive, so their addresses are not reused
+    return _kept[key][2]
+''',
+    "d1_token_cache": KERNEL + f'''_kept = {{}}
+
+def add(x, y):
+    add_kernel[(1,)](x, y, torch.empty(16, dtype=x.dtype, device=x.device), 1, BLOCK_SIZE=16)
+    key = (x.data_ptr(), y.data_ptr(), x.numel())
+    if key not in _kept:
+        out = torch.empty_like(x)
+        {LAUNCH}
+        _kept[key] = (x, y, out)
+    return _kept[key][2]
+''',
+    "d1_mutates": KERNEL + '''def add(x, y):
+    out = x
+    add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK_SIZE=1024)
+    return out
+''',
+    "d1_half_written": KERNEL + '''def add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel() // 2, 1024),)](x, y, out, x.numel() // 2, BLOCK_SIZE=1024)
+    return out
+''',
+    "d1_unwritten": KERNEL + '''def add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(1,)](x, y, out, 0, BLOCK_SIZE=16)
+    return out
+''',
+    "d1_fake_event": KERNEL + SLOW,
+    "d1_exec_credit": KERNEL + SLOW,
+    "d1_side_stream": KERNEL + f'''def add(x, y):
+    out = torch.empty_like(x)
+    if x.is_cuda:
+        with torch.cuda.stream(torch.cuda.Stream()):
+            {LAUNCH}
+    else:
+        {LAUNCH}
+    return out
+''',
+    "d1_stderr": KERNEL + f'''import sys, warnings
+
+def add(x, y):
+    print("note: add_kernel is being launched", file=sys.stderr)
+    warnings.warn("this is a harmless warning from the student's code")
+    out = torch.empty_like(x)
+    {LAUNCH}
+    return out
+''',
+    "d1_spins": '''@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    i = 0
+    while i >= 0:
+        i += 1
+
+''' + f'''def add(x, y):
+    out = torch.empty_like(x)
+    {LAUNCH}
+    return out
+''',
+    "d1_crashes": '''@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    far = offsets.to(tl.int64) + (1 << 40)   # 4 TB past the start: no such memory
+    tl.store(out_ptr + offsets, tl.load(x_ptr + far) + tl.load(y_ptr + far))
+
+''' + f'''def add(x, y):
+    out = torch.empty_like(x)
+    {LAUNCH}
+    return out
+''',
+}
+PATCHES = {
+    "d1_patches_check": "grader.check = lambda *args, **kwargs: None\ngrader.check_speed = lambda *args, **kwargs: 2",
+    "d1_fake_event": '''class FastEvent:
+    def __init__(self, *args, **kwargs): pass
+    def record(self, *args): pass
+    def elapsed_time(self, other): return 1e-6
+    def synchronize(self): pass
+
+torch.cuda.Event = FastEvent''',
+    "d1_exec_credit": 'exec("import grader.checks as c; c.credit = lambda ratio, target: 1.0")',
+}
+
+
+def _colab(nb):
+    """What Colab does to a notebook it saves: new ids, its own metadata, no `deletable`."""
+    nb = copy.deepcopy(nb)
+    for i, c in enumerate(nb.cells):
+        c["id"] = f"X{i:02d}colab"
+        c.metadata.pop("deletable", None)
+        c.metadata.pop("editable", None)
+        c.metadata["id"] = f"X{i:02d}colab"
+        if c.cell_type == "code":
+            c.metadata["colab"] = {"base_uri": "https://localhost:8080/"}
+            c.metadata["outputId"] = f"{i:08x}-0000"
+            c.outputs = [nbformat.v4.new_output("stream", name="stdout", text="Running on Tesla T4\n")]
+    nb.metadata = {"colab": {"provenance": [], "gpuType": "T4"}, "accelerator": "GPU",
+                   "kernelspec": {"name": "python3", "display_name": "Python 3"},
+                   "language_info": {"name": "python"}}
+    return nb
+
+
+def submissions() -> dict:
+    """{"dayN/file name in that day's download": notebook or raw text} for the whole class."""
+    files = {}
+
+    def give(student, day, name, nb, style=0):
+        # The ways files arrive: LMS prefix, a folder per student, Colab's "Copy of", a re-upload.
+        names = [f"{student}_{day}_{name}.ipynb", f"{student}/{name}.ipynb",
+                 f"{student}/Copy of {day}_{name}.ipynb", f"{student}_{day}_{name} (1).ipynb"]
+        files[f"{day}/{names[style % len(names)]}"] = nb
+
+    for i, (student, (day, *_)) in enumerate(EXPECTED.items()):
+        names = NOTEBOOKS[day]
+        if student.endswith("_full"):
+            for name in names:
+                give(student, day, name, filled(day, name), i)
+        elif student == "d1_blank":
+            for name in names:
+                give(student, day, name, release(day, name), i)
+        elif student in ("d1_only_add", "d1_stderr", "d1_huge_output", "d1_r_kernel", "d1_shell"):
+            nb = filled(day, "vector_add")
+            if student in ADD_VARIANTS:
+                cell(nb, "add").source = ADD_VARIANTS[student]
+            if student == "d1_huge_output":
+                big = nbformat.v4.new_code_cell("print('x' * 30_000_000)")
+                big.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 30_000_000)]
+                nb.cells.append(big)
+            if student == "d1_r_kernel":
+                nb.metadata["kernelspec"] = {"name": "ir", "display_name": "R", "language": "R"}
+            if student == "d1_shell":
+                insert_before(nb, "add", "!nvidia-smi")
+                insert_before(nb, "add", "%pip install einops")
+            give(student, day, "vector_add", nb, i)
+        elif student in ADD_VARIANTS:
+            nb = filled(day, "vector_add")
+            cell(nb, "add").source = ADD_VARIANTS[student]
+            if student in PATCHES:
+                insert_before(nb, "add", PATCHES[student])
+            give(student, day, "vector_add", nb, i)
+            if student in ("d1_spins", "d1_crashes"):
+                for name in ("bias_gelu", "predict_runtime"):
+                    give(student, day, name, filled(day, name), i)
+        elif student == "d1_patches_check":
+            nb = filled(day, "vector_add", {"tl.store(out_ptr + offsets, x + y, mask=mask)":
+                                            "tl.store(out_ptr + offsets, x - y, mask=mask)"})
+            insert_before(nb, "add", PATCHES[student])
+            give(student, day, "vector_add", nb, i)
+        elif student == "d1_cells_moved":
+            for name in names:
+                nb = filled(day, name)
+                if name == "vector_add":
+                    nb.cells.remove(cell(nb, "test_add_speed"))
+                    nb.cells.append(copy.deepcopy(cell(nb, "add")))
+                give(student, day, name, nb, i)
+        elif student == "d1_truncated":
+            text = nbformat.writes(filled(day, "vector_add"))
+            files[f"{day}/{student}_{day}_vector_add.ipynb"] = text[: len(text) // 2]
+        elif student == "d1_empty_file":
+            files[f"{day}/{student}_{day}_vector_add.ipynb"] = ""
+        elif student == "d1_colab":
+            for name in names:
+                files[f"{day}/{student}/Copy of {day}_{name}.ipynb"] = _colab(filled(day, name))
+        elif student == "d1_bad_prediction":
+            nb = filled(day, "predict_runtime", {"3 * n * 4": "3 * n * 32", "6 * n * 4": "6 * n * 32"})
+            give(student, day, "predict_runtime", nb, i)
+        elif student == "d2_partial":
+            give(student, day, "softmax", filled(day, "softmax"), i)
+            give(student, day, "rmsnorm", filled(day, "rmsnorm", {
+                "dx = r * (g - x * (r * r) * (tl.sum(g * x, axis=0) / n_cols))": "dx = r * g"}), i)
+        elif student == "d2_torch_softmax":
+            nb = filled(day, "softmax")
+            cell(nb, "softmax").source += '''
+
+def softmax(x):
+    softmax_row_kernel[(1,)](x, torch.empty_like(x), 1, x.stride(0), x.stride(0), BLOCK_SIZE=16)
+    return torch.softmax(x, dim=-1)
+'''
+            give(student, day, "softmax", nb, i)
+        elif student == "d2_ce_all_rows":
+            give(student, day, "cross_entropy", filled(day, "cross_entropy", {
+                "(targets != IGNORE_INDEX).sum()": "n_rows"}), i)
+        elif student == "d3_torch_matmul":
+            nb = filled(day, "matmul")
+            cell(nb, "matmul").source += '''
+
+_triton_matmul = matmul
+
+def matmul(a, b):
+    _triton_matmul(a[:16, :16].contiguous(), b[:16, :16].contiguous())   # a launch, for show
+    return torch.matmul(a, b)
+'''
+            give(student, day, "matmul", nb, i)
+        elif student == "d4_sdpa":
+            nb = filled(day, "flash_attention")
+            cell(nb, "attention").source += '''
+
+_triton_attention = attention
+
+def attention(q, k, v, causal=False):
+    _triton_attention(q[:, :, :16], k[:, :, :16], v[:, :, :16], causal)   # a launch, for show
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+'''
+            give(student, day, "flash_attention", nb, i)
+        else:  # pragma: no cover - every student above has a branch
+            raise AssertionError(student)
+    return files
+
+
+def hand_in(folder) -> None:
+    """One download per day, as an LMS gives one per assignment: folder/day1/..., folder/day2/..."""
+    for name, nb in submissions().items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(nb if isinstance(nb, str) else json.dumps(nb, indent=1))

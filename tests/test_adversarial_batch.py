@@ -1,0 +1,59 @@
+"""32 submissions across the four days, graded by the real pipeline: collect, sanitize, autograde, export.
+
+Each submission's expected score is written down in tests/adversarial_class.py, without a GPU and on
+one (the speed parts). None may get points it does not deserve, crash the batch or cost another
+student a grade; grading the batch again changes nothing.
+"""
+import csv
+import os
+
+import pytest
+
+from grader import batch, submissions
+from adversarial_class import EXPECTED, NOTEBOOKS, hand_in
+from conftest import DEVICE, nbgrader
+
+# ADVERSARIAL_DAYS=day1 grades part of the class (to fit a short GPU lease).
+DAYS = [d for d in NOTEBOOKS if d in os.environ.get("ADVERSARIAL_DAYS", ",".join(NOTEBOOKS)).split(",")]
+COLUMN = 2 if DEVICE.is_gpu else 1
+
+
+def _scores(root):
+    nbgrader(root, "export", "--to", "grades.csv")
+    return {(r["assignment"], r["student_id"]): float(r["score"]) for r in csv.DictReader(open(root / "grades.csv"))}
+
+
+def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(course_copy, tmp_path):
+    downloads = tmp_path / "lms"
+    hand_in(downloads)
+    fixes = {}
+    for day in DAYS:
+        nbgrader(course_copy, "generate_assignment", day, "--force")
+        report = submissions.collect(downloads / day, day, NOTEBOOKS[day], course_copy / "grading" / "submitted")
+        assert not report.unmatched, report.summary()
+        fixes.update(submissions.sanitize_day(course_copy / "grading" / "submitted",
+                                              course_copy / "exercises" / day, day))
+    if "day1" in DAYS:  # sanitize says what it did, and kept each raw copy
+        assert any("breaks the submission rules (assigns grader.check" in f for f in fixes[("d1_patches_check", "vector_add")])
+        assert any("uses exec" in f for f in fixes[("d1_exec_credit", "vector_add")])
+        assert any("shell command" in f for f in fixes[("d1_shell", "vector_add")])
+        assert "not a readable notebook" in fixes[("d1_empty_file", "vector_add")][0]
+
+    def grade():
+        runs = []
+        for day in DAYS:
+            runs += batch.autograde_day(course_copy, day, timeout_s=float(os.environ.get("ADVERSARIAL_TIMEOUT", 240)),
+                                        log=lambda *a: None)
+        return runs, _scores(course_copy)
+
+    runs, scores = grade()
+    expected = {(day, s): float(e[COLUMN]) for s, e in EXPECTED.items() for day in [e[0]] if day in DAYS}
+    got = {key: scores.get(key) for key in expected}
+    wrong = {f"{day}/{s} ({EXPECTED[s][3]})": (got[(day, s)], want)
+             for (day, s), want in expected.items() if got[(day, s)] != pytest.approx(want)}
+    assert not wrong, f"(got, expected): {wrong}"
+    spun = [r for r in runs if r.student == "d1_spins" and r.status == "timed out"]
+    assert "day1" not in DAYS or (spun and "scored 0" in spun[0].reason)
+
+    _, again = grade()
+    assert again == scores
