@@ -7,6 +7,8 @@
     course-grader report DAY                  grades CSV, per-student HTML feedback, the class's speed table
     course-grader doctor                      check this grading machine and say what to fix
     course-grader bench [--repeats N]         time every reference solution on this GPU -> docs/benchmarks.md
+    course-grader colab                       rewrite every notebook's Colab install cell and the README's
+                                              Colab links from grader/colab.py, then regenerate exercises/
 """
 from __future__ import annotations
 
@@ -190,6 +192,13 @@ def doctor() -> int:
     return 0 if all(f.ok for f in findings) else 1
 
 
+def colab() -> int:
+    from grader import colab as c
+    for path in c.rewrite(REPO):
+        print(f"updated {path.relative_to(REPO)}")
+    return release([])  # exercises/ are nbgrader's copies of solutions/
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="course-grader", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -209,6 +218,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("bench", help="time the reference solutions on this GPU")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
+    sub.add_parser("colab", help="rewrite the Colab install cells and README links from grader/colab.py")
     args = parser.parse_args(argv)
     if args.command == "release":
         return release(args.days)
@@ -222,6 +232,8 @@ def main(argv=None) -> int:
         return report(args.day)
     if args.command == "doctor":
         return doctor()
+    if args.command == "colab":
+        return colab()
     return bench(args.repeats, args.out)
 
 

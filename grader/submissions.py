@@ -14,6 +14,7 @@ so that the student scores 0 with a recorded reason and the batch goes on.
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 import shutil
 import tempfile
@@ -165,21 +166,26 @@ def sanitize_notebook(submitted_text: str, release: nbformat.NotebookNode) -> tu
             answer[gid] = _source(mine)
             matched_to[id(mine)] = gid
 
-    # The student's extra cells, each after the graded cell it followed.
+    # The student's extra cells, each after the graded cell it followed. A copy of a locked release cell
+    # that lost its metadata (the Colab install, the set-up, a test) is not one: the release's comes back.
+    locked = {_source(c) for c in release.cells if c.get("metadata", {}).get("nbgrader", {}).get("locked")}
     extras, anchor = {None: []}, None
     for c in cells:
         gid = _grade_id(c) if _grade_id(c) in by_id else matched_to.get(id(c))
-        if id(c) in dropped:
+        if id(c) in dropped or (gid is None and _source(c) in locked):
             continue
         if gid is not None:
             anchor = gid
             continue
         extras.setdefault(anchor, []).append(nbformat.from_dict(c))
 
-    # Cells the student put before every graded cell go after the release's first code cell (the
-    # set-up that switches Triton to its interpreter), so that it still runs before any kernel exists.
-    first_code = next((_grade_id(c) for c in release.cells if c.cell_type == "code" and _grade_id(c)), None)
-    extras.setdefault(first_code, [])[:0] = extras.pop(None)
+    # Cells the student put before every graded cell go after the release's set-up cells (the graded
+    # code cells before its first solution cell: the Colab install, then the set-up that switches
+    # Triton to its interpreter), so that the set-up still runs before any kernel exists.
+    graded_code = [c for c in release.cells if c.cell_type == "code" and _grade_id(c)]
+    setup = list(itertools.takewhile(lambda c: not _is_solution(c), graded_code)) or graded_code[:1]
+    after_setup = _grade_id(setup[-1]) if setup else None
+    extras.setdefault(after_setup, [])[:0] = extras.pop(None)
     out = []
     for rel_cell in release.cells:
         gid = _grade_id(rel_cell)

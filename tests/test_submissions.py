@@ -71,8 +71,9 @@ def test_sanitize_restores_deleted_and_edited_tests_and_drops_duplicates():
     for c in student.cells:
         if c.metadata.get("nbgrader", {}).get("grade_id") == "test_add_correct":
             c.source = "print('all good')"
-    student.cells.append(copy.deepcopy(student.cells[3]))     # a duplicated solution cell
-    student.cells.insert(4, nbformat.v4.new_code_cell("HELPER = 1"))
+    add = _ids(student).index("add")
+    student.cells.append(copy.deepcopy(student.cells[add]))     # a duplicated solution cell
+    student.cells.insert(add + 1, nbformat.v4.new_code_cell("HELPER = 1"))
     nb, fixes = submissions.sanitize_notebook(nbformat.writes(student), release)
     assert "duplicated cell 'add' dropped" in fixes
     assert "cell 'test_add_speed' had been deleted: restored" in fixes
@@ -113,4 +114,30 @@ def test_cells_added_above_the_setup_run_after_it():
     student.cells.insert(0, nbformat.v4.new_code_cell("@triton.jit\ndef helper(x): pass"))
     nb, _ = submissions.sanitize_notebook(nbformat.writes(student), release)
     ids = _ids(nb)
-    assert ids[:2] == ["intro", "setup"] and nb.cells[2].source.startswith("@triton.jit")
+    assert ids[:3] == ["intro", "colab", "setup"] and nb.cells[3].source.startswith("@triton.jit")
+
+
+def test_the_colab_install_cell_comes_back_as_released():
+    # Colab keeps nbgrader's metadata; a student who edited or deleted the (locked) cell gets it back.
+    release = nbformat.read(RELEASE, as_version=4)
+    for change in ("edit", "delete"):
+        student = copy.deepcopy(release)
+        i = _ids(student).index("colab")
+        if change == "edit":
+            student.cells[i].source = "!pip install something-else"
+        else:
+            del student.cells[i]
+        nb, fixes = submissions.sanitize_notebook(nbformat.writes(student), release)
+        assert _ids(nb)[:3] == ["intro", "colab", "setup"]
+        assert nb.cells[1].source == release.cells[i].source and fixes
+
+
+def test_copies_of_locked_cells_without_metadata_are_not_kept_twice():
+    # E.g. an editor that strips cell metadata: the install and set-up cells come back once, from the release.
+    release = nbformat.read(RELEASE, as_version=4)
+    student = _filled(release, nbformat.read(SOLUTION, as_version=4))
+    for c in student.cells:
+        c.metadata = {}
+    nb, _ = submissions.sanitize_notebook(nbformat.writes(student), release)
+    sources = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert sum("pip" in s for s in sources) == 1 and sum("grader.setup()" in s for s in sources) == 1
