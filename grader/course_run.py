@@ -1,0 +1,138 @@
+"""The whole course on this machine: every lecture notebook run, every day autograded, each timed.
+
+`course-grader course-run` is what proves a GPU machine ready for a class: each lecture notebook
+runs top to bottom in a Jupyter kernel (as a student would run it), and each day's reference
+solutions and untouched exercises go through nbgrader's autograde in a throwaway copy of the course.
+The solutions must score full marks (on a GPU; without one, the points that need none) and the
+untouched exercises zero. The wall time of every notebook goes into the report (docs/course-run.md).
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    part: str        # "lecture", or "autograde <student>"
+    notebook: str
+    seconds: float
+    ok: bool
+    detail: str
+
+
+def run_lecture(path: Path, timeout_s: float = 900) -> Result:
+    """Execute one lecture notebook in a fresh kernel, in a scratch copy of its folder."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as scratch:
+        client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
+                                resources={"metadata": {"path": scratch}})
+        try:
+            client.execute()
+            ok, detail = True, ""
+        except Exception as e:  # a cell raised or timed out: the notebook fails, the run goes on
+            ok, detail = False, f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}"
+    return Result("lecture", str(path.relative_to(REPO)), time.monotonic() - start, ok, detail)
+
+
+def _nbgrader(root: Path, *args) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+    env.pop("NBGRADER_DB_URL", None)  # the throwaway copy keeps its own SQLite gradebook
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=env,
+                          capture_output=True, text=True)
+
+
+def autograde_days(days: list, timeout_s: float = 1800) -> tuple:
+    """(results per notebook, {(day, student): (score, max)}) for the solutions and the untouched release."""
+    from grader import batch
+
+    results, scores = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "course"
+        root.mkdir()
+        shutil.copy(REPO / "nbgrader_config.py", root)
+        for folder in ("solutions", "exercises"):
+            shutil.copytree(REPO / folder, root / folder)
+        for day in days:
+            _nbgrader(root, "generate_assignment", day, "--force")
+            for student, folder in (("reference", "solutions"), ("untouched", "exercises")):
+                shutil.copytree(root / folder / day, root / "grading" / "submitted" / student / day)
+        for day in days:
+            for run in batch.autograde_day(root, day, timeout_s=timeout_s, log=lambda *a: None):
+                results.append(Result(f"autograde {run.student}", f"{day}/{getattr(run, 'notebook', '')}",
+                                      run.seconds, run.status == "graded", run.reason))
+        _nbgrader(root, "export", "--to", "grades.csv")
+        for row in csv.DictReader(open(root / "grades.csv")):
+            scores[(row["assignment"], row["student_id"])] = (float(row["score"]), float(row["max_score"]))
+    return results, scores
+
+
+def points_without_gpu(day: str) -> float:
+    """What a correct solution earns where speed cannot be measured: the test cells that need no GPU."""
+    import nbformat
+
+    total = 0.0
+    for path in (REPO / "solutions" / day).glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade") and not any(call in cell.source for call in ("check_speed", "_on_gpu")):
+                total += meta.get("points", 0)
+    return total
+
+
+def main(days: list, lectures: bool, autograde: bool, out: Path, log=print) -> int:
+    import grader
+
+    dev = grader.setup(quiet=True)
+    days = days or sorted(p.name for p in (REPO / "solutions").glob("day*"))
+    results, verdicts = [], []
+    if lectures:
+        for day in days:
+            for path in sorted((REPO / "course" / day).glob("*.ipynb")):
+                r = run_lecture(path)
+                log(f"{r.notebook}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.0f} s {r.detail}")
+                results.append(r)
+    if autograde:
+        runs, scores = autograde_days(days)
+        results += runs
+        for r in runs:
+            log(f"{r.part} {r.notebook}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.0f} s {r.detail}")
+        for day in days:
+            ref, full = scores.get((day, "reference"), (0.0, 0.0))
+            untouched = scores.get((day, "untouched"), (0.0, 0.0))[0]
+            want = full if dev.is_gpu else points_without_gpu(day)
+            ok = abs(ref - want) < 1e-6 and untouched == 0.0
+            verdicts.append((day, ref, want, full, untouched, ok))
+            log(f"{day}: solutions {ref:g} of {full:g} (expected {want:g}), untouched exercises {untouched:g}: "
+                f"{'ok' if ok else 'FAILED'}")
+    passed = all(r.ok for r in results if r.part == "lecture") and all(v[-1] for v in verdicts)
+    lines = ["# The whole course on one machine", "",
+             f"`course-grader course-run` on {datetime.date.today().isoformat()}: **{dev.name}**, torch "
+             f"{dev.torch_version}, triton {dev.triton_version}. Result: **{'passed' if passed else 'FAILED'}**.", ""]
+    if verdicts:
+        lines += ["| day | reference solutions | expected | of | untouched exercises | verdict |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {d} | {ref:g} | {want:g} | {full:g} | {u:g} | {'ok' if ok else 'FAILED'} |"
+                  for d, ref, want, full, u, ok in verdicts]
+        lines.append("")
+    lines += ["| part | notebook | wall time (s) | result |", "|---|---|---|---|"]
+    lines += [f"| {r.part} | {r.notebook} | {r.seconds:.1f} | {'ok' if r.ok else 'FAILED: ' + r.detail} |"
+              for r in results]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+    log(f"report: {out}")
+    return 0 if passed else 1
