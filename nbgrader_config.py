@@ -16,6 +16,10 @@ c.CourseDirectory.autograded_directory = "grading/autograded"
 c.CourseDirectory.feedback_directory = "grading/feedback"
 os.makedirs(os.path.join(root, "grading"), exist_ok=True)  # ignored by git; absent in a fresh clone
 c.CourseDirectory.db_url = os.environ.get("NBGRADER_DB_URL", f"sqlite:///{root}/grading/gradebook.db")
+if os.environ.get("NBGRADER_DB_URL"):
+    # PostgreSQL enforces the assignment -> course foreign key that SQLite ignores, and nbgrader's default
+    # course id "" has no course row: name the course (docs/grading-at-scale.md).
+    c.CourseDirectory.course_id = os.environ.get("NBGRADER_COURSE_ID", "gpu-course")
 
 # Triton compiles (or interprets, without a GPU) on first use and speed checks time dozens of runs:
 # nbgrader's 30 s default per cell is far too short.

@@ -1,48 +1,72 @@
-"""Autograde a whole class with nbgrader, one student at a time, each under a hard time limit.
+"""Autograde a whole class with nbgrader: each notebook of each student in its own process tree, under a
+hard time limit, on as many GPUs (workers) as the machine has.
 
 nbgrader alone stops at the first notebook that crashes it and cannot stop a kernel that spins on the
-GPU (such a kernel ignores interrupts). Here each student's autograde is its own process tree, killed
-when it outlives `timeout_s`: that student gets 0 with the reason, and the batch goes on. Every run
-is recorded, with the GPU and the versions it ran on, in grading/runs-<day>.csv.
+GPU (such a kernel ignores interrupts). Here every (student, notebook) autograde is its own process tree,
+killed when it outlives `timeout_s`: that notebook gets 0 with the reason, and the student's other
+notebooks and the rest of the class are still graded. Every run is recorded, with the GPU and the
+versions it ran on, in grading/runs-<day>.csv.
+
+Workers: one per visible GPU by default. Each worker drives one nbgrader process at a time and gives it
+CUDA_VISIBLE_DEVICES=<its GPU>, so two notebooks never share a GPU and never disturb each other's
+timings. Without a GPU the default is one worker; more may be asked for (correctness only is graded).
+The gradebook (SQLite or PostgreSQL) and grading on several machines (--shard): docs/grading-at-scale.md.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import csv
 import os
 import platform
+import queue
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from importlib import metadata
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import psutil
+
+# How long a writer to a SQLite gradebook waits for another's lock before failing with "database is
+# locked". nbgrader's transactions last milliseconds; Python's default wait (5 s) is passed when an
+# instructor's tool (formgrader, a sqlite3 shell, a backup) holds the file for a while.
+SQLITE_BUSY_TIMEOUT_S = 300
 
 
 @dataclass
 class Run:
     student: str
     day: str
-    status: str          # "graded", "timed out", "failed"
+    notebook: str
+    status: str          # "graded", "timed out", "failed", "not submitted"
     seconds: float
     reason: str
     gpu: str
+    gpu_index: str       # the CUDA_VISIBLE_DEVICES its nbgrader process got ("" without a GPU)
     driver: str
     torch: str
     triton: str
 
 
+def _nvidia_smi(*query: str) -> list:
+    """Rows of `nvidia-smi --query-gpu=...`, [] without a driver. Does not initialize CUDA here."""
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(query)}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if out.returncode != 0:
+        return []
+    return [[part.strip() for part in line.split(",")] for line in out.stdout.strip().splitlines() if line.strip()]
+
+
 def machine() -> dict:
     """The GPU, its driver and the library versions that grades are computed with."""
-    gpu, driver = "none (CPU: speed cells score 0)", ""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
-        if out:
-            gpu, driver = (part.strip() for part in out[0].split(",", 1))
-    except (OSError, subprocess.TimeoutExpired):
-        pass
+    rows = _nvidia_smi("name", "driver_version")
+    gpu, driver = (rows[0][0], rows[0][1]) if rows else ("none (CPU: speed cells score 0)", "")
 
     def version(name):
         try:
@@ -50,6 +74,133 @@ def machine() -> dict:
         except metadata.PackageNotFoundError:
             return "not installed"
     return {"gpu": gpu, "driver": driver, "torch": version("torch"), "triton": version("triton")}
+
+
+def visible_gpus(env=None) -> list:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (indices or UUIDs).
+
+    A scheduler (Slurm, Kubernetes, Docker --gpus) that already set CUDA_VISIBLE_DEVICES decides:
+    its entries are handed out one per worker. Otherwise every GPU nvidia-smi lists.
+    """
+    env = os.environ if env is None else env
+    if env.get("CUDA_VISIBLE_DEVICES") is not None:
+        gpus = []
+        for entry in (e.strip() for e in env["CUDA_VISIBLE_DEVICES"].split(",")):
+            if not entry or entry.startswith("-"):
+                break  # CUDA too stops at the first invalid entry; "-1" or "" hides every GPU
+            gpus.append(entry)
+        return gpus
+    return [row[0] for row in _nvidia_smi("index")]
+
+
+def gpu_names() -> dict:
+    """CUDA_VISIBLE_DEVICES entry (index or UUID) -> GPU name, for the runs log of a mixed machine."""
+    names = {}
+    for index, uuid, name in (row for row in _nvidia_smi("index", "uuid", "name") if len(row) == 3):
+        names[index] = names[uuid] = name
+    return names
+
+
+def worker_devices(workers, gpus: list) -> list:
+    """The device of each worker: one GPU each, or "" (no GPU) for every worker on a CPU machine."""
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers {workers}: needs at least 1")
+    if not gpus:
+        return [""] * (workers or 1)
+    workers = workers or len(gpus)
+    if workers > len(gpus):
+        raise ValueError(f"{workers} workers but {len(gpus)} GPU(s): two notebooks on one GPU would time each "
+                         f"other; use --workers {len(gpus)} or fewer")
+    return gpus[:workers]
+
+
+def parse_shard(text: str) -> tuple:
+    """'K/N' -> (K, N): the K-th of N shares of the class, K counted from 0 (as Slurm array task ids
+    --array=0-(N-1) and Kubernetes' JOB_COMPLETION_INDEX count)."""
+    try:
+        k, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard takes K/N, such as 0/4: got {text!r}") from None
+    if not (n >= 1 and 0 <= k < n):
+        raise ValueError(f"--shard {text}: needs N >= 1 and 0 <= K < N")
+    return k, n
+
+
+def shard_of(students: list, k: int, n: int) -> list:
+    """Student k, k+n, k+2n, ... of the sorted class: every shard gets the same list from the same
+    submissions, shares differ in size by one at most, and each student is in exactly one."""
+    return sorted(students)[k::n]
+
+
+@dataclass(frozen=True)
+class Course:
+    """Where nbgrader keeps this course's grades, read from nbgrader_config.py as nbgrader reads it."""
+    root: Path
+    db_url: str          # SQLite with a long busy timeout, or the PostgreSQL URL from NBGRADER_DB_URL
+    autograded: Path     # autograded/<student>/<day>/<notebook>.ipynb
+    course_id: str       # "" unless the config names the course
+
+    @classmethod
+    def of(cls, root) -> "Course":
+        from traitlets.config.loader import PyFileConfigLoader
+        root = Path(root).resolve()
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config().CourseDirectory
+        home = Path(config.get("root", root))
+        url = config.get("db_url") or f"sqlite:///{home / 'gradebook.db'}"  # nbgrader's own default
+        return cls(root, with_busy_timeout(url), home / config.get("autograded_directory", "autograded"),
+                   config.get("course_id", ""))
+
+
+def with_busy_timeout(url: str) -> str:
+    """A SQLite URL with a long busy timeout (SQLAlchemy passes ?timeout= to sqlite3.connect);
+    other databases' URLs unchanged."""
+    if not url.startswith("sqlite") or "timeout" in dict(parse_qsl(urlsplit(url).query)):
+        return url
+    return f"{url}{'&' if '?' in url else '?'}timeout={SQLITE_BUSY_TIMEOUT_S}"
+
+
+def _gradebook(course: Course):
+    from nbgrader.api import Gradebook
+    # The course id as nbgrader's apps pass it: Gradebook's own default would add a course row.
+    return Gradebook(course.db_url, course.course_id)
+
+
+def prepare_gradebook(course: Course, day: str, students: list) -> None:
+    """Create every student and submission before workers start, so that a notebook killed before
+    nbgrader reached the gradebook can still be zeroed, and concurrent writers mostly update rows."""
+    import warnings
+
+    from nbgrader.api import MissingEntry
+    from sqlalchemy.exc import SAWarning
+    try:
+        gradebook = _gradebook(course)
+    except ModuleNotFoundError as e:  # e.g. postgresql:// means psycopg 3 to SQLAlchemy 2.1
+        raise ValueError(f"the gradebook's database driver is not installed ({e.name}): install it, or name the "
+                         f"installed one in the URL, such as postgresql+psycopg2://") from None
+    with gradebook as gb, warnings.catch_warnings():
+        # nbgrader's add_submission builds rows in a way SQLAlchemy 2 warns about; they are saved all the same.
+        warnings.simplefilter("ignore", SAWarning)
+        try:
+            gb.find_assignment(day)
+        except MissingEntry:
+            raise ValueError(f"{day} is not in the gradebook: release it first (course-grader release {day})") from None
+        for student in students:
+            gb.update_or_create_student(student)
+            gb.update_or_create_submission(day, student)
+
+
+def zero_notebook(course: Course, day: str, student: str, notebook: str) -> None:
+    """Score 0 for every graded cell of a notebook whose autograde did not finish.
+
+    nbgrader saves a notebook's grades only after running it, one cell at a time, so a kill leaves the
+    grades of an earlier run (a regrade would keep a stale score) or half of this run's. nbgrader marks a
+    notebook that was not handed in the same way: auto_score 0, nothing to grade by hand.
+    """
+    with _gradebook(course) as gb:
+        for grade in gb.find_submission_notebook(notebook, day, student).grades:
+            grade.auto_score = 0
+            grade.needs_manual_grade = False
+        gb.db.commit()
 
 
 def _kill_tree(pid: int) -> None:
@@ -68,27 +219,50 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(procs, timeout=10)
 
 
-def _nbgrader(root: Path, *args, env=None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "nbgrader", *args], cwd=root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def nbgrader_command(day: str, student: str, notebook: str, url: str) -> list:
+    # --notebook restricts the run, and --force then replaces only this notebook's autograded copy
+    # (nbgrader's init_destination): the student's other notebooks keep theirs.
+    command = [sys.executable, "-m", "nbgrader", "autograde", day, "--student", student,
+               "--notebook", notebook, "--force"]
+    if url.startswith("sqlite"):
+        command.append(f"--CourseDirectory.db_url={url}")  # the busy timeout; a PostgreSQL URL (and its
+    return command                                          # password) stays off the command line
 
 
-def autograde_student(root: Path, day: str, student: str, timeout_s: float, env: dict, info: dict) -> Run:
+def grading_env() -> dict:
+    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+    # Number GPUs as nvidia-smi does, so the index in the runs log is the GPU nvidia-smi shows.
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    return env
+
+
+def autograde_notebook(course: Course, day: str, student: str, notebook: str, timeout_s: float, env: dict,
+                       info: dict, device: str = "") -> Run:
+    """One notebook of one student, in a process tree of its own, killed past timeout_s."""
     start = time.monotonic()
-    proc = _nbgrader(root, "autograde", day, "--student", student, "--force", env=env)
+    if device:
+        env = dict(env, CUDA_VISIBLE_DEVICES=device)
+    proc = subprocess.Popen(nbgrader_command(day, student, notebook, course.db_url), cwd=course.root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         log, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_tree(proc.pid)
         proc.communicate()
-        return Run(student, day, "timed out", time.monotonic() - start,
-                   f"still running after {timeout_s:.0f} s (an endless loop or a hung kernel?): scored 0",
-                   **info)
-    seconds = time.monotonic() - start
-    if proc.returncode != 0 or "[AutogradeApp | ERROR]" in log:
-        errors = [line for line in log.splitlines() if "ERROR" in line or "Error" in line]
-        return Run(student, day, "failed", seconds, " | ".join(errors[-3:])[:500] or "nbgrader failed", **info)
-    return Run(student, day, "graded", seconds, "", **info)
+        status, reason = "timed out", (f"still running after {timeout_s:.0f} s (an endless loop or a hung "
+                                       f"kernel?): scored 0")
+    else:
+        status, reason = "graded", ""
+        if proc.returncode != 0 or "[AutogradeApp | ERROR]" in log:
+            errors = [line for line in log.splitlines() if "ERROR" in line or "Error" in line]
+            status, reason = "failed", (" | ".join(errors[-3:])[:500] or "nbgrader failed") + ": scored 0"
+    if status != "graded":
+        # What a finished failure leaves in nbgrader: no autograded copy (a kill may come before nbgrader
+        # removed the last run's), and 0 in the gradebook.
+        (course.autograded / student / day / f"{notebook}.ipynb").unlink(missing_ok=True)
+        zero_notebook(course, day, student, notebook)
+    return Run(student, day, notebook, status, round(time.monotonic() - start, 1), reason,
+               gpu_index=device, **info)
 
 
 def students_of(root: Path, day: str) -> list:
@@ -96,30 +270,90 @@ def students_of(root: Path, day: str) -> list:
     return sorted(p.name for p in submitted.iterdir() if (p / day).is_dir()) if submitted.is_dir() else []
 
 
-def autograde_day(root: Path, day: str, timeout_s: float = 1800, students=None, log=print) -> list:
-    """Autograde every collected submission of a day; returns one Run per student."""
+def notebooks_of(root: Path, day: str) -> list:
+    """The day's notebooks, as released (the names nbgrader knows)."""
+    return sorted(p.stem for p in (root / "exercises" / day).glob("*.ipynb"))
+
+
+def runs_path(root: Path, day: str, shard=None) -> Path:
+    name = f"runs-{day}.csv" if shard is None else f"runs-{day}-shard{shard[0]}of{shard[1]}.csv"
+    return Path(root) / "grading" / name
+
+
+def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, workers=None, shard=None,
+                  log=print) -> list:
+    """Autograde every collected submission of a day (or shard (K, N) of them).
+
+    timeout_s bounds each notebook. workers defaults to one per visible GPU (one without a GPU).
+    Returns one Run per (student, notebook), sorted, and writes them to grading/runs-<day>[-shard].csv.
+    """
     root = Path(root)
     students = students or students_of(root, day)
-    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
-    info = machine()
-    log(f"autograding {day} for {len(students)} students on {info['gpu']} "
-        f"(torch {info['torch']}, triton {info['triton']}, {platform.node()})")
+    if shard is not None:
+        students = shard_of(students, *shard)
+    devices = worker_devices(workers, visible_gpus())
+    course, env, info, names = Course.of(root), grading_env(), machine(), gpu_names()
+    log(f"autograding {day} for {len(students)} students"
+        + (f" (shard {shard[0]}/{shard[1]})" if shard else "")
+        + f" on {info['gpu']} with {len(devices)} worker(s)"
+        + (f" (GPUs {', '.join(devices)})" if devices[0] else "")
+        + f" (torch {info['torch']}, triton {info['triton']}, {platform.node()})")
     if not os.environ.get("GRADER_IN_CONTAINER"):
         log("note: student code runs with this account's rights; grade untrusted work in the container "
             "(see README, 'Grading untrusted submissions').")
+    if course.db_url.startswith("sqlite") and shard is not None:
+        log("warning: a SQLite gradebook is one file on this machine; shards on several machines need a shared "
+            "PostgreSQL gradebook (NBGRADER_DB_URL, see docs/grading-at-scale.md)")
+    prepare_gradebook(course, day, students)
+
+    released = notebooks_of(root, day)
+    todo, runs = [], []
     for student in students:
-        subprocess.run([sys.executable, "-m", "nbgrader", "db", "student", "add", student], cwd=root, env=env,
-                       capture_output=True, text=True)
-    runs = []
-    for i, student in enumerate(students, 1):
-        run = autograde_student(root, day, student, timeout_s, env, info)
-        runs.append(run)
-        log(f"[{i}/{len(students)}] {student}: {run.status} ({run.seconds:.0f} s)"
-            + (f" - {run.reason}" if run.reason else ""))
-    path = root / "grading" / f"runs-{day}.csv"
+        handed_in = {p.stem for p in (root / "grading" / "submitted" / student / day).glob("*.ipynb")}
+        todo.append((student, [nb for nb in released if nb in handed_in]))
+        # nbgrader itself gives a notebook that was not handed in 0 (when it grades the student's others).
+        runs += [Run(student, day, nb, "not submitted", 0.0, "not handed in: scored 0", gpu="", gpu_index="",
+                     driver=info["driver"], torch=info["torch"], triton=info["triton"])
+                 for nb in released if nb not in handed_in]
+    total = sum(len(nbs) for _, nbs in todo)
+    free = queue.Queue()
+    for device in devices:
+        free.put(device)
+    lock, done = threading.Lock(), [0]
+
+    def grade_student(student, nbs):
+        # One student's notebooks run one after another: concurrent autogrades of one student would race
+        # on the student's autograded folder and submission row. Parallelism is across students.
+        device = free.get()  # never waits: as many devices as threads
+        try:
+            out = []
+            for nb in nbs:
+                run = autograde_notebook(course, day, student, nb, timeout_s, env,
+                                         dict(info, gpu=names.get(device, info["gpu"])), device)
+                out.append(run)
+                with lock:
+                    done[0] += 1
+                    log(f"[{done[0]}/{total}] {student} {nb}: {run.status} ({run.seconds:.0f} s)"
+                        + (f" - {run.reason}" if run.reason else ""))
+            return out
+        finally:
+            free.put(device)
+
+    start = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(devices)) as pool:
+        for future in [pool.submit(grade_student, s, nbs) for s, nbs in todo]:
+            runs += future.result()
+    runs.sort(key=lambda r: (r.student, r.notebook))
+
+    path = runs_path(root, day, shard)
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(asdict(runs[0]).keys()) if runs else ["student"])
+        writer = csv.DictWriter(f, fieldnames=[field.name for field in fields(Run)])
         writer.writeheader()
         for run in runs:
             writer.writerow(asdict(run))
+    counts = {status: sum(r.status == status for r in runs)
+              for status in ("graded", "timed out", "failed", "not submitted")}
+    log(f"{day}: {total} notebooks of {len(students)} students in {time.monotonic() - start:.0f} s with "
+        f"{len(devices)} worker(s): " + ", ".join(f"{n} {status}" for status, n in counts.items())
+        + f"; log in {path}")
     return runs

@@ -3,7 +3,10 @@
     course-grader release [day1 ...]          regenerate exercises/ from solutions/ with nbgrader
     course-grader collect SOURCE --day DAY    copy submissions (a folder or an LMS/Colab zip) into grading/
     course-grader sanitize DAY                repair collected notebooks (restored tests, duplicates, bad files)
-    course-grader autograde DAY [--timeout S] grade each student in its own process, killed past S seconds
+    course-grader autograde DAY [--timeout S] [--workers N] [--shard K/N]
+                                              grade each notebook in its own process, killed past S
+                                              seconds, N at a time (default: one per GPU), or only
+                                              share K of N of the class (one Slurm/Kubernetes task)
     course-grader report DAY                  grades CSV, per-student HTML feedback, the class's speed table
     course-grader doctor                      check this grading machine and say what to fix
     course-grader bench [--repeats N]         time every reference solution on this GPU -> docs/benchmarks.md
@@ -163,12 +166,14 @@ def sanitize(day: str) -> int:
     return 0
 
 
-def autograde(day: str, timeout: float) -> int:
+def autograde(day: str, timeout: float, workers, shard) -> int:
     from grader import batch
-    runs = batch.autograde_day(REPO, day, timeout_s=timeout)
-    bad = [r for r in runs if r.status != "graded"]
-    print(f"{len(runs) - len(bad)} graded, {len(bad)} scored 0 for the reasons above; "
-          f"log in grading/runs-{day}.csv")
+    try:
+        shard = batch.parse_shard(shard) if shard else None
+        batch.autograde_day(REPO, day, timeout_s=timeout, workers=workers, shard=shard)
+    except ValueError as e:  # too many workers for the GPUs, a bad --shard, a day not released
+        print(f"course-grader autograde: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -209,9 +214,22 @@ def main(argv=None) -> int:
     p.add_argument("--day", required=True)
     p = sub.add_parser("sanitize", help="repair collected notebooks before grading")
     p.add_argument("day")
-    p = sub.add_parser("autograde", help="autograde every student, each under a time limit")
+    p = sub.add_parser("autograde", help="autograde every notebook of every student, each under a time limit",
+                       description="Autograde a day: each (student, notebook) in its own process tree, killed "
+                       "past --timeout (that notebook scores 0, the others are still graded); writes "
+                       "grading/runs-DAY.csv. See docs/grading-at-scale.md.")
     p.add_argument("day")
-    p.add_argument("--timeout", type=float, default=1800, help="seconds per student (default 1800)")
+    p.add_argument("--timeout", type=float, default=900,
+                   help="seconds per notebook before its process tree is killed (default 900)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="notebooks graded at once; default one per visible GPU (each worker gets its own GPU "
+                   "through CUDA_VISIBLE_DEVICES, never more workers than GPUs), 1 without a GPU. Several "
+                   "workers share a SQLite gradebook safely on one machine; set NBGRADER_DB_URL to a "
+                   "PostgreSQL URL when several machines grade")
+    p.add_argument("--shard", metavar="K/N", default=None,
+                   help="grade only the K-th of N shares of the class (K from 0; student K, K+N, ... in "
+                   "sorted order), for Slurm array tasks or a Kubernetes indexed Job; writes "
+                   "grading/runs-DAY-shardKofN.csv")
     p = sub.add_parser("report", help="grades CSV, feedback and the class's speed table")
     p.add_argument("day")
     sub.add_parser("doctor", help="check this grading machine")
@@ -227,7 +245,7 @@ def main(argv=None) -> int:
     if args.command == "sanitize":
         return sanitize(args.day)
     if args.command == "autograde":
-        return autograde(args.day, args.timeout)
+        return autograde(args.day, args.timeout, args.workers, args.shard)
     if args.command == "report":
         return report(args.day)
     if args.command == "doctor":
