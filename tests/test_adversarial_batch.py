@@ -42,7 +42,8 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
     def grade():
         runs = []
         for day in DAYS:
-            runs += batch.autograde_day(course_copy, day, timeout_s=float(os.environ.get("ADVERSARIAL_TIMEOUT", 240)),
+            # The time limit is per notebook: the slowest honest one takes about 30 s on a CPU.
+            runs += batch.autograde_day(course_copy, day, timeout_s=float(os.environ.get("ADVERSARIAL_TIMEOUT", 150)),
                                         log=lambda *a: None)
         return runs, _scores(course_copy)
 
@@ -52,8 +53,13 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
     wrong = {f"{day}/{s} ({EXPECTED[s][3]})": (got[(day, s)], want)
              for (day, s), want in expected.items() if got[(day, s)] != pytest.approx(want)}
     assert not wrong, f"(got, expected): {wrong}"
-    spun = [r for r in runs if r.student == "d1_spins" and r.status == "timed out"]
-    assert "day1" not in DAYS or (spun and "scored 0" in spun[0].reason)
+    if "day1" in DAYS:  # the endless and the crashing notebook are named, with the reason, in the run log
+        status = {(r.student, r.notebook): r for r in runs}
+        assert status[("d1_spins", "vector_add")].status == "timed out"
+        assert "scored 0" in status[("d1_spins", "vector_add")].reason
+        assert status[("d1_crashes", "vector_add")].status == "failed"
+        assert status[("d1_crashes", "bias_gelu")].status == "graded"
 
-    _, again = grade()
-    assert again == scores
+    if os.environ.get("ADVERSARIAL_REGRADE", "1") == "1":  # (skipped on a short GPU lease)
+        _, again = grade()
+        assert again == scores
