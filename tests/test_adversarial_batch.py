@@ -6,6 +6,7 @@ student a grade; grading the batch again changes nothing.
 """
 import csv
 import os
+import shutil
 
 import pytest
 
@@ -48,6 +49,10 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
         return runs, _scores(course_copy)
 
     runs, scores = grade()
+    artifacts = os.environ.get("GRADER_ARTIFACTS")  # keep what a GPU run graded, for the record
+    if artifacts:
+        for path in [course_copy / "grades.csv", *(course_copy / "grading").glob("runs-*.csv")]:
+            shutil.copy(path, os.path.join(artifacts, f"adversarial-{path.name}"))
     expected = {(day, s): float(e[COLUMN]) for s, e in EXPECTED.items() for day in [e[0]] if day in DAYS}
     got = {key: scores.get(key) for key in expected}
     wrong = {f"{day}/{s} ({EXPECTED[s][3]})": (got[(day, s)], want)
