@@ -166,11 +166,13 @@ def add(x, y):
     {LAUNCH}
     return out
 ''',
+    # Waits for x[0] to stop equalling itself (never: inputs are finite). A counting loop would not
+    # do: on a GPU its int32 counter wraps negative after about a second and the loop ends.
     "d1_spins": '''@triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-    i = 0
-    while i >= 0:
-        i += 1
+    spins = 0
+    while tl.load(x_ptr, volatile=True) == tl.load(x_ptr, volatile=True):
+        spins += 1
 
 ''' + f'''def add(x, y):
     out = torch.empty_like(x)
@@ -327,9 +329,13 @@ def attention(q, k, v, causal=False):
     return files
 
 
-def hand_in(folder) -> None:
-    """One download per day, as an LMS gives one per assignment: folder/day1/..., folder/day2/..."""
+def hand_in(folder, only=()) -> None:
+    """One download per day, as an LMS gives one per assignment: folder/day1/..., folder/day2/...
+
+    `only`: hand in just these students' files."""
     for name, nb in submissions().items():
+        if only and not any(name.split("/", 1)[1].startswith(s) for s in only):
+            continue
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(nb if isinstance(nb, str) else json.dumps(nb, indent=1))
