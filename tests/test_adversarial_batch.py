@@ -65,7 +65,9 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
         status = {(r.student, r.notebook): r for r in runs}
         assert status[("d1_spins", "vector_add")].status == "timed out"
         assert "scored 0" in status[("d1_spins", "vector_add")].reason
-        assert status[("d1_crashes", "vector_add")].status == "failed"
+        # Reading 4 TB out of bounds kills the interpreter's kernel process (nbgrader fails the notebook);
+        # on a GPU it raises "illegal memory access" in the cell, which then scores 0.
+        assert status[("d1_crashes", "vector_add")].status == ("graded" if DEVICE.is_gpu else "failed")
         assert status[("d1_crashes", "bias_gelu")].status == "graded"
 
     if os.environ.get("ADVERSARIAL_REGRADE", "1") == "1":  # (skipped on a short GPU lease)
