@@ -15,7 +15,8 @@ RUN python3 -m venv $VIRTUAL_ENV
 WORKDIR /course
 COPY pyproject.toml README.md ./
 COPY grader ./grader
-RUN pip install --no-cache-dir torch==2.13.0 && pip install --no-cache-dir -e .
+# psycopg2: the driver for a PostgreSQL gradebook (NBGRADER_DB_URL), when several machines grade.
+RUN pip install --no-cache-dir torch==2.13.0 && pip install --no-cache-dir -e . psycopg2-binary
 COPY . .
 
 EXPOSE 8888
