@@ -11,6 +11,8 @@ import json
 
 import nbformat
 
+import classroom
+from classroom import untouched as release
 from conftest import REPO
 
 NOTEBOOKS = {day: sorted(p.stem for p in (REPO / "solutions" / day).glob("*.ipynb"))
@@ -54,21 +56,9 @@ EXPECTED = {
 }
 
 
-def release(day, name):
-    return nbformat.read(REPO / "exercises" / day / f"{name}.ipynb", as_version=4)
-
-
 def filled(day, name, edits=None):
     """The release with the reference answers typed in, then `edits` (old -> new) applied to them."""
-    nb = release(day, name)
-    solution = nbformat.read(REPO / "solutions" / day / f"{name}.ipynb", as_version=4)
-    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in solution.cells
-               if c.metadata.get("nbgrader", {}).get("solution")}
-    for c in nb.cells:
-        gid = c.metadata.get("nbgrader", {}).get("grade_id")
-        if gid in answers:
-            c.source = "\n".join(line for line in answers[gid].splitlines()
-                                 if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
+    nb = classroom.filled(day, name)
     for old, new in (edits or {}).items():
         hits = [c for c in nb.cells if old in c.source and c.metadata.get("nbgrader", {}).get("solution")]
         assert hits, f"{old!r} is not in the answers of {day}/{name}"

@@ -14,7 +14,8 @@ DAY = "day1"
 # Points per day1 notebook without a GPU (the speed cells need one): 8 of 14 for the day.
 CPU_POINTS = {"bias_gelu": 3.0, "predict_runtime": 2.0, "vector_add": 3.0}
 
-# A kernel body that never ends (in Triton's CPU interpreter as on a GPU): only a kill stops it.
+# A kernel body that never ends in Triton's CPU interpreter: only a kill stops it. (On a GPU its int32
+# counter wraps negative after about a second; tests/adversarial_class.py polls memory instead.)
 SPIN_BODY = ["    i = 0", "    while i >= 0:", "        i += 1"]
 
 
