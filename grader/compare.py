@@ -49,6 +49,11 @@ def is_poison(t: torch.Tensor) -> torch.Tensor:
 class CheckFailed(AssertionError):
     """A student's answer is wrong; the message says how, where and what to look at."""
 
+    def _render_traceback_(self):
+        # IPython shows this instead of a traceback: the frames would be the grader's own, which
+        # bury the message that says what is wrong with the student's code.
+        return [f"\x1b[0;31mCheckFailed\x1b[0m: {self}"]
+
 
 def _fmt_index(flat: int, shape) -> tuple:
     return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(shape))) if len(shape) else ()

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from grader.compare import describe_mismatch, is_poison, poison_
+from grader.compare import CheckFailed, describe_mismatch, is_poison, poison_
 
 
 def test_equal_within_tolerance_is_none():
@@ -56,3 +56,14 @@ def test_shape_dtype_type_mistakes_are_named():
     assert "got shape (4, 3)" in describe_mismatch("op", torch.ones(4, 3), e, 0, 0)
     assert "got dtype float16" in describe_mismatch("op", e.half(), e, 0, 0)
     assert "got NoneType" in describe_mismatch("op", None, e, 0, 0)
+
+
+
+def test_a_failed_check_shows_its_message_not_the_graders_frames(capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+    shell = InteractiveShell.instance()
+    result = shell.run_cell("import grader\ngrader.check('day1.vector_add', lambda x, y: x)")
+    assert isinstance(result.error_in_exec, CheckFailed)
+    shown = capsys.readouterr().out
+    assert "CheckFailed" in shown and "did not launch a Triton kernel" in shown, shown
+    assert "Traceback" not in shown and "checks.py" not in shown, shown
