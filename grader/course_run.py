@@ -56,9 +56,10 @@ def run_lecture(path: Path, timeout_s: float = 900, attempts: int = 2) -> Result
                 ok, detail = False, _last_line(e)
                 break
             except Exception as e:
-                ok, detail = False, f"{type(e).__name__}: {_last_line(e)}"
+                ok, detail = False, f"{type(e).__name__}: {_last_line(e)} (attempt {attempt + 1} of {attempts})"
                 notes.append(f"attempt {attempt + 1} failed ({detail}), run again")
-    return Result("lecture", str(path.relative_to(REPO)), time.monotonic() - start, ok, detail)
+    name = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    return Result("lecture", str(name), time.monotonic() - start, ok, detail)
 
 
 def _last_line(e: Exception) -> str:
@@ -90,12 +91,16 @@ def autograde_days(days: list, timeout_s: float = 1800) -> tuple:
                 shutil.copytree(root / folder / day, root / "grading" / "submitted" / student / day)
         for day in days:
             for run in batch.autograde_day(root, day, timeout_s=timeout_s, log=lambda *a: None):
-                results.append(Result(f"autograde {run.student}", f"{day}/{getattr(run, 'notebook', '')}",
+                results.append(Result(f"autograde {run.student}", f"{day}/{run.notebook}",
                                       run.seconds, run.status == "graded", run.reason))
         _nbgrader(root, "export", "--to", "grades.csv")
         for row in csv.DictReader(open(root / "grades.csv")):
             scores[(row["assignment"], row["student_id"])] = (float(row["score"]), float(row["max_score"]))
     return results, scores
+
+
+# The graded calls that earn points only on a GPU (they measure speed, or predict a GPU's runtime).
+GPU_ONLY_CALLS = ("check_speed", "check_prediction_on_gpu")
 
 
 def points_without_gpu(day: str) -> float:
@@ -106,7 +111,7 @@ def points_without_gpu(day: str) -> float:
     for path in (REPO / "solutions" / day).glob("*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
             meta = cell.metadata.get("nbgrader", {})
-            if meta.get("grade") and not any(call in cell.source for call in ("check_speed", "_on_gpu")):
+            if meta.get("grade") and not any(call in cell.source for call in GPU_ONLY_CALLS):
                 total += meta.get("points", 0)
     return total
 

@@ -137,6 +137,8 @@ def test_datasheet_peaks_match_specific_names_first():
     assert peak_tflops("NVIDIA H100 PCIe") == 756.0
     assert peak_tflops("NVIDIA H100 80GB HBM3") == 989.4
     assert peak_tflops("Tesla T4") == 65.0
+    assert peak_tflops("NVIDIA L40S") == 362.0  # not the L4's figure, whose name it contains
+    assert peak_tflops("NVIDIA L4") == 121.0
     assert peak_tflops("Some Future GPU") is None
 
 

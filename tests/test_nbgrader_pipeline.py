@@ -13,27 +13,17 @@ import nbformat
 import pytest
 
 from conftest import DEVICE, REPO, nbgrader
+from grader.course_run import points_without_gpu
 
 DAYS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
 # GRADER_DAYS=day2,day4 limits the round trip to some days (to fit a short GPU lease).
 if os.environ.get("GRADER_DAYS"):
     DAYS = [d for d in DAYS if d in os.environ["GRADER_DAYS"].split(",")]
-GPU_ONLY_CALLS = ("check_speed", "check_prediction_on_gpu")
 
 
 def _grade_cells(notebook_path):
     nb = nbformat.read(notebook_path, as_version=4)
     return [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
-
-
-def _points_without_gpu(day):
-    """Points a correct solution earns without a GPU: every test cell that needs none."""
-    total = 0.0
-    for path in (REPO / "solutions" / day).glob("*.ipynb"):
-        for cell in _grade_cells(path):
-            if not any(call in cell.source for call in GPU_ONLY_CALLS):
-                total += cell.metadata.nbgrader["points"]
-    return total
 
 
 def _canonical(path):
@@ -91,7 +81,7 @@ def test_autograde_gives_solutions_correctness_points_and_exercises_zero(course_
     scores = {(r["assignment"], r["student_id"]): float(r["score"]) for r in rows}
     max_scores = {r["assignment"]: float(r["max_score"]) for r in rows}
     for day in DAYS:
-        expected = max_scores[day] if DEVICE.is_gpu else _points_without_gpu(day)
+        expected = max_scores[day] if DEVICE.is_gpu else points_without_gpu(day)
         assert scores[(day, "reference")] == pytest.approx(expected), (day, scores)
         assert scores[(day, "untouched")] == 0.0, (day, scores)
 
