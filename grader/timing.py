@@ -10,7 +10,7 @@ import time
 
 import torch
 
-L2_FLUSH_BYTES = 256 * 2**20  # larger than any current GPU's L2 (H100: 50 MB, H200: 60 MB)
+L2_FLUSH_BYTES = 256 * 2**20  # larger than any current GPU's L2 (H100 and H200: 50 MB)
 
 
 @functools.lru_cache(maxsize=1)
