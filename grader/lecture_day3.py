@@ -145,12 +145,12 @@ def grouped_pid(pid: int, num_pid_m: int, num_pid_n: int, group_m: int) -> tuple
     """
     if not 0 <= pid < num_pid_m * num_pid_n:
         raise ValueError(f"pid must be in [0, {num_pid_m * num_pid_n})")
-    num_pid_in_group = group_m * num_pid_n        # programs in one group of rows
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * group_m
-    group_size_m = min(num_pid_m - first_pid_m, group_m)   # the last group can be shorter
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    per_group = group_m * num_pid_n                 # programs in one group of group_m tile rows
+    top_row = (pid // per_group) * group_m          # the group's first tile row
+    rows_here = min(num_pid_m - top_row, group_m)   # the last group may have fewer rows
+    place = pid % per_group                         # this program's place within its group:
+    pid_m = top_row + place % rows_here             # down the group's rows first,
+    pid_n = place // rows_here                      # then on to the next column
     return pid_m, pid_n
 
 
