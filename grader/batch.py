@@ -11,16 +11,26 @@ Workers: one per visible GPU by default. Each worker drives one nbgrader process
 CUDA_VISIBLE_DEVICES=<its GPU>, so two notebooks never share a GPU and never disturb each other's
 timings. Without a GPU the default is one worker; more may be asked for (correctness only is graded).
 The gradebook (SQLite or PostgreSQL) and grading on several machines (--shard): docs/grading-at-scale.md.
+
+Student code cannot reach past its own notebook where the grader runs as root (the project's container):
+every kernel then runs as `nobody` (grader/sandbox.py), so it cannot rewrite another student's
+submission, the gradebook or the grader. A process that a notebook leaves behind, even one that
+detached itself into a session of its own, is found and killed when its notebook ends: the batch
+adopts orphans (Linux's child subreaper) and nbgrader's output goes to a file, not a pipe that such a
+process could hold open.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import csv
+import ctypes
 import os
 import platform
 import queue
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, fields
@@ -29,6 +39,8 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import psutil
+
+from grader import sandbox
 
 # How long a writer to a SQLite gradebook waits for another's lock before failing with "database is
 # locked". nbgrader's transactions last milliseconds; Python's default wait (5 s) is passed when an
@@ -219,11 +231,44 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(procs, timeout=10)
 
 
-def nbgrader_command(day: str, student: str, notebook: str, url: str) -> list:
+_ACTIVE: set = set()          # pids of the nbgrader processes running now (one per worker)
+_ACTIVE_LOCK = threading.Lock()
+_BATCH_START = [0.0]          # when this process started grading (psutil's create_time clock)
+
+
+def _adopt_orphans() -> None:
+    """Make this process the one that inherits orphans of its descendants (instead of init).
+
+    A notebook's process that forks, detaches (setsid) and outlives its kernel would otherwise escape
+    every kill and could run for ever. Linux's PR_SET_CHILD_SUBREAPER, where available.
+    """
+    _BATCH_START[0] = time.time()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _kill_orphans() -> None:
+    """Kill what graded notebooks left behind: our children started since grading began that are not a
+    running nbgrader (the only children a worker starts)."""
+    with _ACTIVE_LOCK:
+        active = set(_ACTIVE)
+    for child in psutil.Process().children():
+        try:
+            if child.pid not in active and child.create_time() >= _BATCH_START[0] - 1:
+                _kill_tree(child.pid)
+        except psutil.NoSuchProcess:
+            pass
+
+
+def nbgrader_command(day: str, student: str, notebook: str, url: str, sandboxed: bool = False) -> list:
     # --notebook restricts the run, and --force then replaces only this notebook's autograded copy
     # (nbgrader's init_destination): the student's other notebooks keep theirs.
     command = [sys.executable, "-m", "nbgrader", "autograde", day, "--student", student,
                "--notebook", notebook, "--force"]
+    if sandboxed:
+        command.append(f"--Execute.kernel_name={sandbox.KERNEL_NAME}")
     if url.startswith("sqlite"):
         command.append(f"--CourseDirectory.db_url={url}")  # the busy timeout; a PostgreSQL URL (and its
     return command                                          # password) stays off the command line
@@ -237,18 +282,31 @@ def grading_env() -> dict:
 
 
 def autograde_notebook(course: Course, day: str, student: str, notebook: str, timeout_s: float, env: dict,
-                       info: dict, device: str = "") -> Run:
+                       info: dict, device: str = "", sandboxed: bool = False) -> Run:
     """One notebook of one student, in a process tree of its own, killed past timeout_s."""
     start = time.monotonic()
     if device:
         env = dict(env, CUDA_VISIBLE_DEVICES=device)
-    proc = subprocess.Popen(nbgrader_command(day, student, notebook, course.db_url), cwd=course.root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        log, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_tree(proc.pid)
-        proc.communicate()
+    # Output to a file: a process the notebook leaves behind could hold a pipe open for ever.
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(nbgrader_command(day, student, notebook, course.db_url, sandboxed),
+                                cwd=course.root, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        with _ACTIVE_LOCK:
+            _ACTIVE.add(proc.pid)
+        try:
+            proc.wait(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc.pid)
+            proc.wait(timeout=30)
+            timed_out = True
+        finally:
+            with _ACTIVE_LOCK:
+                _ACTIVE.discard(proc.pid)
+            _kill_orphans()
+        out.seek(0)
+        log = out.read()
+    if timed_out:
         status, reason = "timed out", (f"still running after {timeout_s:.0f} s (an endless loop or a hung "
                                        f"kernel?): scored 0")
     else:
@@ -298,9 +356,12 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
         + f" on {info['gpu']} with {len(devices)} worker(s)"
         + (f" (GPUs {', '.join(devices)})" if devices[0] else "")
         + f" (torch {info['torch']}, triton {info['triton']}, {platform.node()})")
-    if not os.environ.get("GRADER_IN_CONTAINER"):
-        log("note: student code runs with this account's rights; grade untrusted work in the container "
-            "(see README, 'Grading untrusted submissions').")
+    why_not = sandbox.unavailable()
+    if why_not is None:
+        log(f"student code runs as {sandbox.USER!r}: it can read the course but write only its own scratch folder")
+    else:
+        log(f"note: student code runs with this account's rights ({why_not}); grade untrusted work in the "
+            f"container (see README, 'Untrusted code').")
     if course.db_url.startswith("sqlite") and shard is not None:
         log("warning: a SQLite gradebook is one file on this machine; shards on several machines need a shared "
             "PostgreSQL gradebook (NBGRADER_DB_URL, see docs/grading-at-scale.md)")
@@ -316,6 +377,13 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
                      driver=info["driver"], torch=info["torch"], triton=info["triton"])
                  for nb in released if nb not in handed_in]
     total = sum(len(nbs) for _, nbs in todo)
+    _adopt_orphans()
+    scratch = Path(tempfile.mkdtemp(prefix="grader-batch-"))
+    if why_not is None:  # kernels find the sandboxed kernelspec here, and make their homes here
+        os.chmod(scratch, 0o755)
+        env = dict(env, JUPYTER_PATH=os.pathsep.join(filter(None, [str(sandbox.kernelspec_dir(scratch)),
+                                                                   env.get("JUPYTER_PATH")])),
+                   GRADER_SANDBOX_TMP=str(scratch))
     free = queue.Queue()
     for device in devices:
         free.put(device)
@@ -329,7 +397,8 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
             out = []
             for nb in nbs:
                 run = autograde_notebook(course, day, student, nb, timeout_s, env,
-                                         dict(info, gpu=names.get(device, info["gpu"])), device)
+                                         dict(info, gpu=names.get(device, info["gpu"])), device,
+                                         sandboxed=why_not is None)
                 out.append(run)
                 with lock:
                     done[0] += 1
@@ -340,9 +409,12 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
             free.put(device)
 
     start = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(devices)) as pool:
-        for future in [pool.submit(grade_student, s, nbs) for s, nbs in todo]:
-            runs += future.result()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(devices)) as pool:
+            for future in [pool.submit(grade_student, s, nbs) for s, nbs in todo]:
+                runs += future.result()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     runs.sort(key=lambda r: (r.student, r.notebook))
 
     path = runs_path(root, day, shard)

@@ -20,9 +20,14 @@ class GPURequired(RuntimeError):
     """A speed check ran where there is no CUDA GPU, during grading: it earns no points."""
 
 
+# Read when the grader is imported (before any student cell runs), so that a cell that removes
+# NBGRADER_EXECUTION from the environment does not turn grading off.
+_GRADING_AT_IMPORT = os.environ.get("NBGRADER_EXECUTION") == "autograde"
+
+
 def grading() -> bool:
     """True while nbgrader autogrades this notebook."""
-    return os.environ.get("NBGRADER_EXECUTION") == "autograde"
+    return _GRADING_AT_IMPORT or os.environ.get("NBGRADER_EXECUTION") == "autograde"
 
 
 def _grader_functions() -> dict:
@@ -104,10 +109,21 @@ def _check_case(spec, fn, shape, dtype, dev, gen, seed):
     if spec.backward:
         return _check_backward_case(spec, fn, shape, dtype, dev, gen, seed)
     args = spec.make_inputs(shape, dtype, dev.torch_device, gen)
-    expected = _as_tuple(spec.reference(*args))  # kept alive: its memory can't be handed to the student
     label = f"shape {shape}, {_dtype_name(dtype)} (seed {seed})"
-    got = _as_tuple(run_student(spec, fn, args, label))
+    # The student's function runs first: no expected result exists yet for it to find (in a caller's
+    # frame) or to be handed (memory the reference freed). Inputs are checked unchanged by run_student.
+    got = _plain(spec, _as_tuple(run_student(spec, fn, args, label)), label)
+    expected = _as_tuple(spec.reference(*args))
     _compare_outputs(spec, got, expected, dtype, label)
+
+
+def _plain(spec, outputs: tuple, label: str) -> tuple:
+    """The outputs, refused unless plain tensors: a subclass could change how they compare."""
+    for t in outputs:
+        if isinstance(t, torch.Tensor) and type(t) not in (torch.Tensor, torch.nn.Parameter):
+            raise CheckFailed(f"{spec.title}: on {label} your function returned a {type(t).__name__}, a "
+                              f"subclass of torch.Tensor; return the plain tensor your kernel wrote.")
+    return outputs
 
 
 def _differentiable(args):

@@ -17,14 +17,27 @@ from dataclasses import dataclass, field
 
 # Calls and names that reach around the language: running strings as code, setting attributes by
 # name, reading or writing a module's namespace.
-FORBIDDEN_NAMES = frozenset({"exec", "eval", "compile", "__import__", "setattr", "delattr", "globals", "vars",
-                             "__builtins__", "get_ipython"})
-# Modules whose only use in a notebook cell would be to patch, introspect or escape the process.
+FORBIDDEN_NAMES = frozenset({"exec", "eval", "compile", "__import__", "setattr", "delattr", "getattr", "globals",
+                             "vars", "locals", "__builtins__", "get_ipython"})
+# Modules whose only use in a notebook cell would be to patch, introspect or escape the process (or, for
+# threads, to run PyTorch where the grader's per-thread watcher does not look). Their names may not be
+# used either: the Colab install cell, which is not checked, binds some of them.
 FORBIDDEN_MODULES = frozenset({"builtins", "importlib", "ctypes", "gc", "inspect", "unittest", "subprocess",
-                               "multiprocessing", "threading", "signal", "pty"})
+                               "multiprocessing", "threading", "concurrent", "asyncio", "signal", "pty"})
+# What a student's cell may use of the grader: its public functions (grader.__all__), not its modules.
+GRADER_API = frozenset({"setup", "current", "Device", "check", "check_speed", "check_prediction",
+                        "check_prediction_on_gpu", "report_speed", "credit", "grading", "bench", "CheckFailed",
+                        "GPURequired"})
+# The only objects whose attributes a student's code sets: an autograd.Function's ctx and its own objects.
+SETTABLE_ROOTS = frozenset({"ctx", "self"})
 # `sys` attributes that reach other modules or hook execution.
 FORBIDDEN_SYS = frozenset({"modules", "settrace", "setprofile", "_getframe", "meta_path", "path_hooks",
-                           "addaudithook"})
+                           "addaudithook",
+                           # frames and tracebacks: a way up to the grader's local variables
+                           "f_back", "f_locals", "f_globals", "tb_frame", "tb_next", "gi_frame", "cr_frame",
+                           "ag_frame", "exc_info", "exception",
+                           # the data out of PyTorch, to compute the answer with NumPy or Python
+                           "numpy", "tolist", "from_numpy", "frombuffer", "from_dlpack"})
 ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__class__"})
 # Modules a notebook uses under these names even where the cell that imports them is not checked.
 KNOWN_MODULES = frozenset({"grader", "torch", "triton", "tl", "F", "nn", "np", "math", "time", "os", "sys"})
@@ -77,6 +90,14 @@ def _magic_call(node):
     return "system", kind, None
 
 
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(_python_of(code))
+        return True
+    except SyntaxError:
+        return False
+
+
 def imported_names(sources) -> set:
     """Names bound to modules (or things imported from them) by import statements in these cells."""
     names = set(KNOWN_MODULES)
@@ -97,7 +118,9 @@ def check_cell(source: str, modules: set = KNOWN_MODULES) -> Verdict:
     try:
         tree = ast.parse(_python_of(source))
     except SyntaxError:
-        return verdict  # it fails when run, like any cell with a syntax error: no rule is needed
+        # Not Python, but IPython may still run it: `time exec(...)` is the %time magic (automagic).
+        verdict.problems.append("does not parse as Python")
+        return verdict
     _check_tree(tree, modules, verdict)
     return verdict
 
@@ -111,11 +134,12 @@ def _check_tree(tree, modules, verdict):
             continue
         magic_nodes.add(id(node.func.value.func))
         kind, name, code = magic
-        if kind != "system" and name in ALLOWED_MAGICS and isinstance(code, str):
-            try:
-                _check_tree(ast.parse(_python_of(code)), modules, verdict)
-            except SyntaxError:
-                pass
+        # A timing magic is kept only when what it runs is plain Python that passes the rules: its
+        # options (`-n1 -r1 ...`) and a %%timeit setup line are code that would otherwise go unchecked.
+        setup = node.args[1].value if kind == "cell" and isinstance(node.args[1], ast.Constant) else ""
+        if kind != "system" and name in ALLOWED_MAGICS and isinstance(code, str) and _parses(code) \
+                and (not setup.strip() or (name == "matplotlib")):
+            _check_tree(ast.parse(_python_of(code)), modules, verdict)
         elif kind == "system":
             verdict.dropped.append("a shell command")
         else:
@@ -124,17 +148,24 @@ def _check_tree(tree, modules, verdict):
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and id(node) not in magic_nodes:
             problems.append(f"uses {node.id}")
+        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_MODULES:
+            problems.append(f"uses {node.id}")
         elif isinstance(node, ast.Attribute):
             if node.attr.startswith("__") and node.attr not in ALLOWED_DUNDERS:
                 problems.append(f"reaches into {node.attr}")
             root = _root(node)
-            if root == "sys" and node.attr in FORBIDDEN_SYS:
-                problems.append(f"uses sys.{node.attr}")
-            elif root in modules and node.attr.startswith("_") and not node.attr.startswith("__"):
+            if node.attr in FORBIDDEN_SYS or node.attr == "sys":
+                problems.append(f"uses {_chain(node)}")
+            elif node.attr.startswith("_") and not node.attr.startswith("__"):
                 problems.append(f"uses the private {_chain(node)}")
-            if isinstance(node.ctx, (ast.Store, ast.Del)) and root in modules:
+            if isinstance(node.value, ast.Name) and node.value.id == "grader" and node.attr not in GRADER_API:
+                problems.append(f"uses {_chain(node)}, which is not part of the grader's public functions")
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and root not in SETTABLE_ROOTS:
                 problems.append(f"{'assigns' if isinstance(node.ctx, ast.Store) else 'deletes'} "
                                 f"{_chain(node)}")
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                and (isinstance(node.value, ast.Attribute) or _root(node) in modules):
+            problems.append(f"{'assigns' if isinstance(node.ctx, ast.Store) else 'deletes'} {_chain(node)}")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for mod in mods:
@@ -145,6 +176,12 @@ def _check_tree(tree, modules, verdict):
                 bound = (alias.asname or alias.name).split(".")[0]
                 if bound == "grader" and not (isinstance(node, ast.Import) and alias.name == "grader"):
                     problems.append("binds the name grader to something else")
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "grader" \
+                        and (node.module != "grader" or alias.name not in GRADER_API):
+                    problems.append(f"imports {alias.name} from {node.module}, which is not part of the grader's "
+                                    f"public functions")
+            if isinstance(node, ast.Import) and any(a.name.startswith("grader.") for a in node.names):
+                problems.append("imports a module of the grader")
         elif isinstance(node, ast.Name) and node.id == "grader" and isinstance(node.ctx, (ast.Store, ast.Del)):
             problems.append("rebinds the name grader")
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == "grader":
@@ -156,11 +193,13 @@ def _check_tree(tree, modules, verdict):
     verdict.dropped = list(dict.fromkeys(verdict.dropped))
 
 
-RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any imported module (no "
-         "assignments to their attributes, no `sys.modules`, no private `_` attributes), may not run "
-         "strings as code (`exec`, `eval`, `__import__`, `setattr`, `globals`) and may not import "
-         "builtins, importlib, inspect, gc, ctypes, unittest, subprocess or threading. Shell commands "
-         "and magics other than %time, %timeit and %matplotlib are removed before grading.")
+RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any other object they did not "
+         "create (attributes may be set only on `ctx` and `self`; no `sys.modules`, no private `_` "
+         "attributes), may use only the grader's public functions (`grader.check`, `grader.setup`, ...), "
+         "may not run strings as code or reach names by string (`exec`, `eval`, `__import__`, `getattr`, "
+         "`setattr`, `globals`) and may not use builtins, importlib, inspect, gc, ctypes, unittest, "
+         "subprocess, threads or other processes. Shell commands and magics other than %time, %timeit and "
+         "%matplotlib (without options) are removed before grading.")
 
 
 def neutralize(source: str, modules: set) -> tuple:
@@ -172,16 +211,15 @@ def neutralize(source: str, modules: set) -> tuple:
                 f"raise RuntimeError({('This cell was not run at grading: it ' + why)!r})\n"), \
             [f"breaks the submission rules ({why}): not run"]
     if verdict.dropped:
-        first = source.lstrip()
-        if first.startswith("%%") and not first[2:].startswith(tuple(ALLOWED_MAGICS)):
-            # a cell magic (%%bash, %%writefile, ...): its whole body belongs to it
+        if source.lstrip().startswith("%%"):
+            # a cell magic (%%bash, %%writefile, %%timeit with a setup line, ...): its body belongs to it
             return "\n".join(f"# removed before grading: {line}" for line in source.splitlines()), \
                 [f"{', '.join(verdict.dropped)} removed"]
         kept = []
         for line in source.splitlines():
             stripped = line.lstrip()
-            if stripped.startswith(("!", "%")) and not any(stripped.lstrip("%").startswith(m)
-                                                          for m in ALLOWED_MAGICS):
+            # a line magic or shell line stays only if, alone, it is an allowed magic that passes the rules
+            if stripped.startswith(("!", "%")) and not check_cell(stripped, modules).clean:
                 kept.append(f"# removed before grading: {stripped}")
             else:
                 kept.append(line)

@@ -1,16 +1,18 @@
 """Compare a result with the expected one and explain the difference the way a TA would."""
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import torch
 
 # (atol, rtol) per output dtype: what a correct kernel reaches, with room for fp32 vs TF32 and for a
 # different (fused) order of rounding. Specs may override them.
-TOLERANCES = {
+TOLERANCES = MappingProxyType({   # read-only: a submitted cell must not be able to widen them
     torch.float64: (1e-10, 1e-8),
     torch.float32: (1e-5, 1e-5),
     torch.float16: (2e-3, 2e-3),
     torch.bfloat16: (1.6e-2, 1.6e-2),
-}
+})
 
 
 # The bit patterns the guard writes into fresh allocations: NaNs with a payload no arithmetic produces,

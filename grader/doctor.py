@@ -63,7 +63,15 @@ def check(root: Path) -> list:
                              f"install the course into the kernel's environment: {probe.stderr.strip()[-200:]}"))
     except Exception as e:  # no such kernelspec, or it cannot start
         found.append(Finding(False, f"kernel 'python3': {e}", "python -m ipykernel install --sys-prefix --name python3"))
+    from grader import sandbox
+    why_not = sandbox.unavailable()
+    if why_not is None:
+        found.append(Finding(True, f"student kernels run as {sandbox.USER!r}: they cannot write the course, the "
+                                   f"gradebook or other students' submissions", ""))
+    else:
+        found.append(Finding(True, f"student kernels: code would run with this account's rights ({why_not})",
+                             "for untrusted submissions, grade in the container, as root (README, 'Untrusted code')"))
     if not os.environ.get("GRADER_IN_CONTAINER"):
-        found.append(Finding(True, "not in the grading container: student code would run with this account's rights",
-                             "for untrusted submissions, grade in Docker (README, 'Grading untrusted submissions')"))
+        found.append(Finding(True, "not in the grading container: the course and the network are open to student code",
+                             "for untrusted submissions, grade in Docker (README, 'Untrusted code')"))
     return found

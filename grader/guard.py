@@ -21,7 +21,7 @@ empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_
 new_full fill_ zero_ ones ones_like new_ones arange
 view _unsafe_view reshape as_strided expand permute transpose t slice select unsqueeze squeeze
 flatten unflatten split split_with_sizes chunk unbind narrow movedim detach alias lift_fresh
-clone copy_ _to_copy contiguous _local_scalar_dense is_same_size set_ resize_ view_as_real
+clone copy_ _to_copy contiguous is_same_size set_ resize_ view_as_real
 view_as_complex _reshape_alias unfold
 """.split())
 
@@ -112,9 +112,26 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
 
         originals.append((cls, original))
         cls.run = run
+    # Ways out of PyTorch that no ATen op shows: the data as a NumPy array or a Python list, to compute
+    # with there (np.add(x, y) goes through __array__). The interpreter's own conversions, inside a
+    # launch, are Triton's.
+    exits = {name: torch.Tensor.__dict__.get(name) for name in ("numpy", "tolist", "__array__")}
+    for name in exits:
+        original = getattr(torch.Tensor, name)
+
+        def leave(self, *args, _name=name, _original=original, **kwargs):
+            if not watcher.in_triton:
+                record.torch_ops.append(f"Tensor.{_name}")
+            return _original(self, *args, **kwargs)
+        setattr(torch.Tensor, name, leave)
     try:
         with (watcher if ops else nullcontext()):
             yield record
     finally:
         for cls, original in originals:
             cls.run = original
+        for name, own in exits.items():
+            if own is None:
+                delattr(torch.Tensor, name)   # back to the one inherited from torch's C base class
+            else:
+                setattr(torch.Tensor, name, own)

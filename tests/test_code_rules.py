@@ -30,6 +30,20 @@ CHEATS = {
     "%time grader.check = print": "assigns grader.check",
     "ip = get_ipython()": "uses get_ipython",
     "for grader in range(3): pass": "rebinds the name grader",
+    # Red-team findings (tests/test_redteam.py runs them against the grader):
+    "checks = grader.checks\nchecks._compare_outputs = fake": "which is not part of the grader's public functions",
+    "def patch(m):\n    m.check = fake\npatch(grader)": "assigns m.check",
+    "grader.compare.TOLERANCES[torch.float32] = (1.0, 1.0)": "assigns grader.compare.TOLERANCES",
+    "from grader import exercises": "imports exercises from grader",
+    "import grader.guard": "imports a module of the grader",
+    "importlib.import_module('builtins')": "uses importlib",
+    "getattr(grader.check, '__glo' + 'bals__')": "uses getattr",
+    "s = os.sys\ns.modules['x']": "uses os.sys",
+    "time exec('grader.check = print')": "does not parse as Python",
+    "import concurrent.futures": "imports concurrent.futures",
+    "out = torch.from_numpy(x.numpy() + y.numpy())": "uses x.numpy",
+    "values = x.tolist()": "uses x.tolist",
+    "frame = error.__traceback__.tb_frame.f_back": "uses error.__traceback__.tb_frame.f_back",
 }
 
 HONEST = [
@@ -57,7 +71,10 @@ def test_ordinary_code_is_left_alone(source):
     assert code_rules.neutralize(source, code_rules.imported_names([source])) == (source, [])
 
 
-@pytest.mark.parametrize("source", ["!nvidia-smi\nx = 1", "%%bash\nls\n", "%pip install foo"])
+@pytest.mark.parametrize("source", ["!nvidia-smi\nx = 1", "%%bash\nls\n", "%pip install foo",
+                                    # a timing magic with options or a setup line: code the rules cannot see
+                                    "%timeit -n1 -r1 grader.check = print\nx = 1",
+                                    "%%timeit -n1 grader.check = print\nadd(x, y)"])
 def test_shell_commands_and_magics_are_dropped_not_failed(source):
     new, done = code_rules.neutralize(source, set())
     assert "removed" in done[0] and "raise" not in new
@@ -65,6 +82,7 @@ def test_shell_commands_and_magics_are_dropped_not_failed(source):
     compile(new, "<cell>", "exec")
     if "x = 1" in source:
         assert "x = 1" in new
+    assert all(line.startswith("# removed before grading") for line in new.splitlines() if "grader.check" in line)
 
 
 def test_every_reference_solution_keeps_the_rules():

@@ -30,6 +30,13 @@ def test_a_missing_alembic_says_which_folder_to_put_on_path(monkeypatch):
     assert not finding.ok and os.path.dirname(sys.executable) in finding.fix
 
 
-def test_outside_a_container_it_warns_about_rights(monkeypatch):
+def test_outside_a_container_it_warns(monkeypatch):
     monkeypatch.delenv("GRADER_IN_CONTAINER", raising=False)
-    assert "rights" in _by_prefix(doctor.check(REPO), "not in the grading container").what
+    assert "open to student code" in _by_prefix(doctor.check(REPO), "not in the grading container").what
+
+
+def test_it_says_whether_student_kernels_are_sandboxed():
+    from grader import sandbox
+    finding = _by_prefix(doctor.check(REPO), "student kernels")
+    why_not = sandbox.unavailable()
+    assert (why_not is None and "run as 'nobody'" in finding.what) or (why_not and why_not in finding.what)

@@ -168,7 +168,7 @@ def two_fake_gpus(pristine, tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     calls = tmp_path / "calls.txt"
     monkeypatch.setattr(batch, "nbgrader_command",
-                        lambda day, student, notebook, url: [sys.executable, "-c", FAKE_NBGRADER, str(calls), student, notebook])
+                        lambda day, student, notebook, url, sandboxed=False: [sys.executable, "-c", FAKE_NBGRADER, str(calls), student, notebook])
     root = _copy(pristine, tmp_path / "course")
     return SimpleNamespace(root=root, calls=calls)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Callable
 
 import torch
@@ -49,6 +50,11 @@ class KernelExercise:
 
     # () -> the name of the baseline really timed, where it depends on the GPU (SDPA's backends)
     baseline_label: Callable = None
+
+    def __post_init__(self):
+        # Read-only views: a submitted cell that reaches a spec must not be able to widen its tolerances.
+        for name in ("tolerances", "atol_scale"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
     def timed_baseline_name(self) -> str:
         return self.baseline_label() if self.baseline_label else self.baseline_name

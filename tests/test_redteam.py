@@ -1,0 +1,298 @@
+"""Cheats found by red-teaming the grader. Each test builds one and asserts that the grader rejects it.
+The two that grader.check alone still misses are marked xfail(strict=True), with the reason and what
+stops them elsewhere, so that a fix shows up as an XPASS that asks for the mark to be removed.
+
+Three ways to run a cheat, from fastest:
+- `grader.check` called directly, for cheats that need no notebook trick and leave no state behind;
+- `_notebook_scores`: the filled release, edited as a student would, sanitized by the real
+  `sanitize_notebook` (so the submission rules apply), then run cell by cell in a fresh IPython shell in
+  a subprocess with NBGRADER_EXECUTION=autograde, test cells taken from solutions/ (hidden tests in),
+  scored as nbgrader would (a graded cell that raises scores 0);
+- the real pipeline (sanitize_day, batch.autograde_day, nbgrader), for cheats against the batch itself.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import grader
+import classroom
+from adversarial_class import cell, filled, insert_before
+from conftest import REPO, nbgrader
+from grader import batch, sandbox, submissions
+from grader.compare import CheckFailed
+
+xfail = pytest.mark.xfail
+
+
+# ---------------------------------------------------------------------------------------------------
+# Student functions checked directly with grader.check
+
+@triton.jit
+def _token_kernel(out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    pass  # launched for show: writes nothing
+
+
+def _token_launch():
+    _token_kernel[(1,)](torch.empty(16), 1, BLOCK_SIZE=16)
+
+
+def _add_numpy(x, y):
+    _token_launch()
+    return torch.from_numpy(x.numpy() + y.numpy())
+
+
+def _add_python(x, y):
+    _token_launch()
+    return torch.tensor([a + b for a, b in zip(x.tolist(), y.tolist())], dtype=x.dtype)
+
+
+def _add_in_a_thread(x, y):
+    import concurrent.futures
+    _token_launch()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:   # the dispatch mode is thread-local
+        return pool.submit(torch.add, x, y).result()
+
+
+_BOX = {}
+
+
+def _python_side():
+    _BOX["out"].copy_(_BOX["x"] + _BOX["y"])   # runs inside the launch, where the guard looks away
+    return 0
+
+
+@triton.jit
+def _callback_kernel(out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    _python_side()   # the interpreter runs a kernel's body as Python: any Python function can be called
+
+
+def _add_from_kernel_callback(x, y):
+    out = torch.empty_like(x)
+    _BOX.update(x=x, y=y, out=out)
+    _callback_kernel[(1,)](out, 1, BLOCK_SIZE=16)
+    return out
+
+
+def _softmax_numpy(x):
+    import numpy as np
+    _token_launch()
+    a = x.numpy().astype(np.float64)
+    e = np.exp(a - a.max(-1, keepdims=True))
+    return torch.from_numpy(e / e.sum(-1, keepdims=True)).to(x.dtype)
+
+
+@pytest.mark.parametrize("key, fn", [
+    pytest.param("day1.vector_add", _add_numpy, id="numpy"),
+    pytest.param("day2.softmax", _softmax_numpy, id="numpy-softmax"),
+    pytest.param("day1.vector_add", _add_python, id="python-lists"),
+    pytest.param("day1.vector_add", _add_in_a_thread, id="thread", marks=xfail(
+        strict=True, reason="open: TorchDispatchMode is thread-local, so torch.add in a worker thread is not seen by "
+                           "grader.check; a submission cannot start one (code_rules forbids threading, concurrent, "
+                           "multiprocessing), which test_code_rules checks")),
+    pytest.param("day1.vector_add", _add_from_kernel_callback, id="kernel-callback", marks=xfail(
+        strict=True, reason="open, CPU only: in the interpreter a kernel body is Python and may call PyTorch, and ops "
+                           "inside a launch are the interpreter's; a GPU kernel cannot call Python")),
+])
+def test_the_answer_computed_outside_triton_is_refused(key, fn):
+    with pytest.raises(CheckFailed):
+        grader.check(key, fn, hidden=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Notebooks: sanitized as at grading, then run in IPython as nbgrader's kernel would
+
+_RUNNER = r'''
+import json, os, sys
+os.environ["NBGRADER_EXECUTION"] = "autograde"
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+cells = json.load(open(sys.argv[1]))
+ok = []
+for source in cells:
+    ok.append(bool(shell.run_cell(source).success))
+print("RESULTS " + json.dumps(ok))
+'''
+
+
+def _notebook_scores(tmp_path, name="vector_add", day="day1", edits=None, answer=None, before=(), after=()):
+    """{grade_id: points earned} for the filled notebook with the student's changes, graded on CPU."""
+    nb = filled(day, name, edits)
+    if answer is not None:
+        cell(nb, answer[0]).source = answer[1]
+    first_answer = next(c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+                        if c.metadata.get("nbgrader", {}).get("solution"))
+    for source in before:
+        insert_before(nb, first_answer, source)
+    for source in after:
+        nb.cells.append(nbformat.v4.new_code_cell(source))
+    release = classroom.untouched(day, name)
+    clean, _ = submissions.sanitize_notebook(nbformat.writes(nb), release)
+    solution = nbformat.read(REPO / "solutions" / day / f"{name}.ipynb", as_version=4)
+    hidden = {c.metadata["nbgrader"]["grade_id"]: c.source for c in solution.cells
+              if c.metadata.get("nbgrader", {}).get("grade")}
+    code = [c for c in clean.cells if c.cell_type == "code"]
+    sources = [hidden.get(c.metadata.get("nbgrader", {}).get("grade_id"), c.source) for c in code]
+    (tmp_path / "cells.json").write_text(json.dumps(sources))
+    (tmp_path / "runner.py").write_text(_RUNNER)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "cells.json")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULTS "))
+    ok = json.loads(line[len("RESULTS "):])
+    return {c.metadata["nbgrader"]["grade_id"]: (c.metadata["nbgrader"]["points"] if passed else 0)
+            for c, passed in zip(code, ok) if c.metadata.get("nbgrader", {}).get("grade")}
+
+
+WRONG_ADD = {"tl.store(out_ptr + offsets, x + y, mask=mask)": "tl.store(out_ptr + offsets, x - y, mask=mask)"}
+TORCH_ADD_TAIL = '''
+
+def add(x, y):
+    add_kernel[(1,)](x, y, torch.empty(16, dtype=x.dtype, device=x.device), 1, BLOCK_SIZE=16)
+    return x + y
+'''
+
+
+def test_the_harness_scores_honest_and_wrong_work_as_nbgrader_does(tmp_path):
+    (tmp_path / "right").mkdir()
+    (tmp_path / "wrong").mkdir()
+    right = _notebook_scores(tmp_path / "right")
+    assert right["test_add_correct"] == 3
+    if not grader.current().is_gpu:
+        assert right["test_add_speed"] == 0   # no GPU, during autograde: the speed cell scores 0
+    assert _notebook_scores(tmp_path / "wrong", edits=WRONG_ADD)["test_add_correct"] == 0
+
+
+# A wrong kernel plus one cell of the student's own, placed before the answer. Each cell keeps to the
+# submission rules as code_rules sees them, yet changes the grader.
+WRONG_KERNEL_CHEATS = [
+    pytest.param('%timeit -n1 -r1 exec("grader.check = lambda *a, **k: None")', id="timeit-options"),
+    pytest.param('%%timeit -n1 -r1 exec("grader.check = lambda *a, **k: None")\npass', id="cell-timeit-setup"),
+    pytest.param('time exec("grader.check = lambda *a, **k: None")', id="automagic"),
+    pytest.param('checks = grader.checks\nchecks._compare_outputs = lambda *a, **k: None', id="alias-store"),
+    pytest.param('def patch(m):\n    m._compare_outputs = lambda *a, **k: None\npatch(grader.checks)', id="param-store"),
+    pytest.param('grader.compare.TOLERANCES[torch.float32] = (float("inf"), 0.0)', id="subscript-store"),
+    pytest.param('grader.exercises.get("day1.vector_add").tolerances.update({torch.float32: (float("inf"), 0.0)})',
+                 id="spec-dict-update"),
+    pytest.param('importlib.import_module("builtins").exec("grader.check = lambda *a, **k: None")',
+                 id="colab-cell-importlib"),
+    pytest.param('getattr(grader.checks.check, "__glo" + "bals__")["_compare_outputs"] = lambda *a, **k: None',
+                 id="getattr-dunder"),
+    pytest.param('s = os.sys\ns.modules["grader.checks"]._compare_outputs = lambda *a, **k: None', id="os-sys-modules"),
+]
+
+
+@pytest.mark.parametrize("cheat", WRONG_KERNEL_CHEATS)
+def test_a_wrong_kernel_scores_0_whatever_cell_comes_before_it(tmp_path, cheat):
+    assert _notebook_scores(tmp_path, edits=WRONG_ADD, before=[cheat])["test_add_correct"] == 0
+
+
+# PyTorch computing the sum (a token launch for show), with a way around the guard in the answer cell.
+TORCH_CHEATS = [
+    pytest.param(textwrap.dedent('''
+        _C = getattr(torch, "_C")
+
+        def add(x, y):
+            add_kernel[(1,)](x, y, torch.empty(16, dtype=x.dtype, device=x.device), 1, BLOCK_SIZE=16)
+            with _C._DisableTorchDispatch():
+                return x + y
+        '''), id="disable-torch-dispatch"),
+    pytest.param(textwrap.dedent('''
+        record_class = grader.guard.CallRecord
+        record_class.forbidden = lambda self: []
+        ''') + TORCH_ADD_TAIL, id="callrecord-forbidden"),
+    pytest.param(textwrap.dedent('''
+        guard = grader.guard
+        guard.ALLOWED_OPS = guard.ALLOWED_OPS | {"add"}
+        ''') + TORCH_ADD_TAIL, id="allowed-ops"),
+    pytest.param(textwrap.dedent('''
+        class Sneaky(torch.Tensor):
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                if func is torch.isclose:
+                    return torch.ones(args[0].shape, dtype=torch.bool)
+                return getattr(super(), "__torch_" + "function__")(func, types, args, kwargs or {})
+
+        def add(x, y):
+            out = torch.zeros_like(x)
+            add_kernel[(1,)](x, y, torch.empty(16, dtype=x.dtype, device=x.device), 1, BLOCK_SIZE=16)
+            return out.as_subclass(Sneaky)
+        '''), id="tensor-subclass"),
+    pytest.param(textwrap.dedent('''
+        frames = grader.integrity.inspect
+
+        def add(x, y):
+            add_kernel[(1,)](x, y, torch.empty(16, dtype=x.dtype, device=x.device), 1, BLOCK_SIZE=16)
+            f = frames.currentframe()
+            while "expected" not in f.f_locals:
+                f = f.f_back
+            return f.f_locals["expected"][0].clone()
+        '''), id="read-expected-from-frame"),
+]
+
+
+@pytest.mark.parametrize("answer", TORCH_CHEATS)
+def test_an_answer_that_does_not_compute_with_triton_scores_0(tmp_path, answer):
+    source = cell(filled("day1", "vector_add"), "add").source + "\n\n" + answer
+    assert _notebook_scores(tmp_path, answer=("add", source))["test_add_correct"] == 0
+
+
+def test_speed_cells_score_0_without_a_gpu_even_if_the_student_unsets_nbgrader_execution(tmp_path):
+    if grader.current().is_gpu:
+        pytest.skip("about grading without a GPU")
+    scores = _notebook_scores(tmp_path, before=['os.environ.pop("NBGRADER_EXECUTION", None)'])
+    assert scores["test_add_speed"] == 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Against the batch: the real pipeline
+
+def _grade(root, students: dict, timeout_s=120):
+    nbgrader(root, "generate_assignment", "day1", "--force")
+    for student, nb in students.items():
+        classroom.submit(root, student, "day1", "vector_add", nb)
+    submissions.sanitize_day(root / "grading" / "submitted", root / "exercises" / "day1", "day1")
+    runs = batch.autograde_day(root, "day1", timeout_s=timeout_s, students=list(students), log=lambda *a: None)
+    return {r.student: r for r in runs if r.notebook == "vector_add"}, classroom.exported(root)
+
+
+def test_a_notebook_cannot_change_another_students_submission(course_copy):
+    # Kernels run as `nobody` where the grader is root (the container; CI): see grader/sandbox.py.
+    why_not = sandbox.unavailable()
+    if why_not:
+        if os.environ.get("REQUIRE_SANDBOX"):
+            pytest.fail(f"kernels cannot be sandboxed here: {why_not}")
+        pytest.skip(f"kernels cannot be sandboxed here: {why_not}")
+    vandal = filled("day1", "vector_add")
+    insert_before(vandal, "add", textwrap.dedent('''
+        import pathlib
+        release = pathlib.Path("../../../../exercises/day1/vector_add.ipynb").read_text()
+        for p in pathlib.Path("../../../submitted").glob("*/day1/vector_add.ipynb"):
+            if "aaa_vandal" not in str(p):
+                p.write_text(release)
+        '''))
+    _, scores = _grade(course_copy, {"aaa_vandal": vandal, "zzz_victim": filled("day1", "vector_add")})
+    assert scores["zzz_victim"] == 3.0
+
+
+def test_a_detached_child_process_cannot_hold_the_batch_past_the_time_limit(course_copy):
+    nb = filled("day1", "vector_add")
+    # Sleeps 30 s then kills itself (a real one would sleep forever and stall the whole batch).
+    insert_before(nb, "add", textwrap.dedent('''
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            time.sleep(30)
+            os.kill(os.getpid(), 9)
+        '''))
+    runs, _ = _grade(course_copy, {"rt_stall": nb}, timeout_s=10)
+    assert runs["rt_stall"].seconds < 25
