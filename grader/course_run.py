@@ -145,6 +145,11 @@ def main(days: list, lectures: bool, autograde: bool, out: Path, log=print, cell
     lines = ["# The whole course on one machine", "",
              f"`course-grader course-run` on {datetime.date.today().isoformat()}: **{dev.name}**, torch "
              f"{dev.torch_version}, triton {dev.triton_version}. Result: **{'passed' if passed else 'FAILED'}**.", ""]
+    if autograde:
+        from grader import sandbox
+        why_not = sandbox.unavailable()
+        lines += [f"Autograded kernels ran as {sandbox.USER!r} (grader/sandbox.py)." if why_not is None
+                  else f"Autograded kernels ran with the grader's rights: {why_not}.", ""]
     if verdicts:
         lines += ["| day | reference solutions | expected | of | untouched exercises | verdict |",
                   "|---|---|---|---|---|---|"]
