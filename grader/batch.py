@@ -221,14 +221,14 @@ def _kill_tree(pid: int) -> None:
     try:
         parent = psutil.Process(pid)
         procs = parent.children(recursive=True) + [parent]
-    except psutil.NoSuchProcess:
+    except psutil.Error:
         return
     for p in procs:
         try:
             p.kill()
-        except psutil.NoSuchProcess:
+        except psutil.Error:
             pass
-    psutil.wait_procs(procs, timeout=10)
+    psutil.wait_procs(procs, timeout=10)   # reaps those that are (or have become) our children
 
 
 _ACTIVE: set = set()          # pids of the nbgrader processes running now (one per worker)
@@ -236,15 +236,17 @@ _ACTIVE_LOCK = threading.Lock()
 _BATCH_START = [0.0]          # when this process started grading (psutil's create_time clock)
 
 
-def _adopt_orphans() -> None:
-    """Make this process the one that inherits orphans of its descendants (instead of init).
+def _adopt_orphans(on: bool = True) -> None:
+    """While grading, make this process the one that inherits orphans of its descendants (not init).
 
     A notebook's process that forks, detaches (setsid) and outlives its kernel would otherwise escape
-    every kill and could run for ever. Linux's PR_SET_CHILD_SUBREAPER, where available.
+    every kill and could run for ever. Linux's PR_SET_CHILD_SUBREAPER, where available; switched off
+    again when the batch ends.
     """
-    _BATCH_START[0] = time.time()
+    if on:
+        _BATCH_START[0] = time.time()
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1 if on else 0, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
         pass
 
@@ -252,14 +254,17 @@ def _adopt_orphans() -> None:
 def _kill_orphans() -> None:
     """Kill what graded notebooks left behind: our children started since grading began that are not a
     running nbgrader (the only children a worker starts)."""
-    with _ACTIVE_LOCK:
-        active = set(_ACTIVE)
-    for child in psutil.Process().children():
-        try:
-            if child.pid not in active and child.create_time() >= _BATCH_START[0] - 1:
-                _kill_tree(child.pid)
-        except psutil.NoSuchProcess:
-            pass
+    with _ACTIVE_LOCK:  # no worker starts an nbgrader while its siblings are told apart from orphans
+        orphans = []
+        for child in psutil.Process().children():
+            try:
+                if child.pid not in _ACTIVE and (child.status() == psutil.STATUS_ZOMBIE
+                                                 or child.create_time() >= _BATCH_START[0] - 1):
+                    orphans.append(child.pid)   # a zombie among them is an adopted orphan that ended: reap it
+            except psutil.Error:
+                pass
+    for pid in orphans:
+        _kill_tree(pid)
 
 
 def nbgrader_command(day: str, student: str, notebook: str, url: str, sandboxed: bool = False) -> list:
@@ -289,9 +294,9 @@ def autograde_notebook(course: Course, day: str, student: str, notebook: str, ti
         env = dict(env, CUDA_VISIBLE_DEVICES=device)
     # Output to a file: a process the notebook leaves behind could hold a pipe open for ever.
     with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen(nbgrader_command(day, student, notebook, course.db_url, sandboxed),
-                                cwd=course.root, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
-        with _ACTIVE_LOCK:
+        with _ACTIVE_LOCK:  # started and registered at once: another worker's clean-up must not see it unregistered
+            proc = subprocess.Popen(nbgrader_command(day, student, notebook, course.db_url, sandboxed),
+                                    cwd=course.root, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
             _ACTIVE.add(proc.pid)
         try:
             proc.wait(timeout=timeout_s)
@@ -414,6 +419,8 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
             for future in [pool.submit(grade_student, s, nbs) for s, nbs in todo]:
                 runs += future.result()
     finally:
+        _kill_orphans()
+        _adopt_orphans(False)
         shutil.rmtree(scratch, ignore_errors=True)
     runs.sort(key=lambda r: (r.student, r.notebook))
 
