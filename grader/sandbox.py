@@ -14,6 +14,7 @@ the GPU not readable by others), `unavailable()` says why and kernels run with t
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pwd
@@ -31,8 +32,12 @@ PROBE = ("import torch, triton, ipykernel, grader, os; "
          "print(torch.cuda.is_available()); os.listdir('.')")
 
 
+@functools.lru_cache(maxsize=1)
 def unavailable() -> str | None:
-    """Why kernels cannot be sandboxed on this machine, or None when they can."""
+    """Why kernels cannot be sandboxed on this machine, or None when they can.
+
+    Probed once per process (a kernel-like start as `nobody`, a few seconds): the batch, `doctor` and
+    `course-run`'s report all ask."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return "the grader does not run as root, so it cannot start kernels as another user"
     try:
