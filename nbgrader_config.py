@@ -26,3 +26,11 @@ if os.environ.get("NBGRADER_DB_URL"):
 c.Execute.timeout = 900
 c.ExecutePreprocessor.timeout = 900
 c.Execute.interrupt_on_timeout = False
+
+# nbgrader's executor can stall on a cell that writes into an ipywidgets.Output (an `interact` or a plot
+# a student left in an answer): the course's subclass does not (grader/headless.py explains why).
+from grader.headless import Execute as HeadlessExecute  # noqa: E402
+from nbgrader.converters.autograde import Autograde  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [HeadlessExecute if pp.__name__ == "Execute" else pp
+                                       for pp in Autograde.class_traits()["autograde_preprocessors"].default()]

@@ -39,14 +39,15 @@ def run_lecture(path: Path, timeout_s: float = 900, attempts: int = 2) -> Result
     says so.
     """
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
+
+    from grader.headless import HeadlessClient
 
     start, notes = time.monotonic(), []
     for attempt in range(attempts):
         nb = nbformat.read(path, as_version=4)
         with tempfile.TemporaryDirectory() as scratch:
-            client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
+            client = HeadlessClient(nb, timeout=timeout_s, kernel_name="python3",
                                     resources={"metadata": {"path": scratch}})
             try:
                 client.execute()

@@ -21,6 +21,8 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .drawing import figure_image, show_in
+
 # NVIDIA H100 SXM5 80GB, from NVIDIA's "H100 Tensor Core GPU" datasheet (dense, i.e. without the
 # 2:4 structured-sparsity speed-up the datasheet also quotes).
 H100_SXM = {
@@ -118,13 +120,6 @@ def draw_program_tiling(n_elements: int, block_size: int, ax=None, annotate: boo
     return fig, ax
 
 
-def _show(fig) -> None:
-    """Display a figure once (inside an Output widget or a cell) and free it."""
-    from IPython.display import display
-    display(fig)
-    plt.close(fig)
-
-
 def _tiling_summary(n_elements: int, block_size: int) -> str:
     t = tiling(n_elements, block_size)
     return (f"<code>grid = (triton.cdiv({n_elements}, {block_size}),) = ({t['n_programs']},)</code>"
@@ -135,7 +130,7 @@ def _tiling_summary(n_elements: int, block_size: int) -> str:
 def tiling_widget(n_elements: int = 100, block_size: int = 16):
     """Sliders for n_elements and BLOCK_SIZE, redrawing `draw_program_tiling` on every change.
 
-    Returns an ipywidgets.VBox with extra attributes: `n_slider`, `block_slider`, `output`,
+    Returns an ipywidgets.VBox with extra attributes: `n_slider`, `block_slider`, `image` (the drawing),
     `summary` (an HTML widget) and `redraws` (how many drawings so far).
     """
     import ipywidgets as widgets
@@ -145,18 +140,16 @@ def tiling_widget(n_elements: int = 100, block_size: int = 16):
     block_slider = widgets.SelectionSlider(options=list(BLOCK_SIZES), value=block_size,
                                            description="BLOCK_SIZE", continuous_update=False)
     summary = widgets.HTML()
-    output = widgets.Output()
-    box = widgets.VBox([widgets.HBox([n_slider, block_slider]), summary, output])
-    box.n_slider, box.block_slider, box.summary, box.output, box.redraws = \
-        n_slider, block_slider, summary, output, 0
+    image = figure_image()
+    box = widgets.VBox([widgets.HBox([n_slider, block_slider]), summary, image])
+    box.n_slider, box.block_slider, box.summary, box.image, box.redraws = \
+        n_slider, block_slider, summary, image, 0
 
     def redraw(_change=None):
         # Draw outside the Output context, so an error is raised rather than swallowed.
         fig, _ = draw_program_tiling(n_slider.value, block_slider.value)
         summary.value = _tiling_summary(n_slider.value, block_slider.value)
-        with output:
-            output.clear_output(wait=True)
-            _show(fig)
+        show_in(image, fig)
         box.redraws += 1
 
     n_slider.observe(redraw, names="value")
@@ -272,7 +265,7 @@ def roofline_widget(bandwidth_tbs: float = H100_SXM["bandwidth_tbs"],
     """Sliders for bandwidth (TB/s), peak (TFLOP/s) and arithmetic intensity (FLOP/byte).
 
     Returns an ipywidgets.VBox with extra attributes `bandwidth_slider`, `peak_slider`,
-    `intensity_slider`, `summary`, `output` and `redraws`.
+    `intensity_slider`, `summary`, `image` (the drawing) and `redraws`.
     """
     import ipywidgets as widgets
 
@@ -288,18 +281,16 @@ def roofline_widget(bandwidth_tbs: float = H100_SXM["bandwidth_tbs"],
                                 description="intensity (FLOP/byte)", style=style, layout=layout,
                                 continuous_update=False)
     summary = widgets.HTML()
-    output = widgets.Output()
-    box = widgets.VBox([bw, peak, ai, summary, output])
+    image = figure_image()
+    box = widgets.VBox([bw, peak, ai, summary, image])
     box.bandwidth_slider, box.peak_slider, box.intensity_slider = bw, peak, ai
-    box.summary, box.output, box.redraws = summary, output, 0
+    box.summary, box.image, box.redraws = summary, image, 0
 
     def redraw(_change=None):
         fig, _ = plot_roofline(bw.value, peak.value, ops=[("your op", ai.value)],
                                label="peak")
         summary.value = _roofline_summary(bw.value, peak.value, ai.value)
-        with output:
-            output.clear_output(wait=True)
-            _show(fig)
+        show_in(image, fig)
         box.redraws += 1
 
     for slider in (bw, peak, ai):

@@ -17,18 +17,13 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .drawing import figure_image, show_in
+
 
 
 def _program_colors(n: int):
     cmap = plt.get_cmap("tab10")
     return [cmap(i % 10) for i in range(n)]
-
-
-def _show(fig) -> None:
-    """Display a figure once (inside an Output widget or a cell) and free it."""
-    from IPython.display import display
-    display(fig)
-    plt.close(fig)
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,7 +224,7 @@ def online_softmax_widget(x=None, chunk: int = 8, seed: int = 0):
 
     x: a 1-D array of logits (default: `demo_logits(40, seed)`, with one large value late in the
     row, so that the running max jumps and the old sum has to be re-based). Returns an ipywidgets.VBox with
-    extra attributes `step_slider`, `summary` (HTML), `output`, `steps` and `redraws`.
+    extra attributes `step_slider`, `summary` (HTML), `image` (the drawing), `steps` and `redraws`.
     """
     import ipywidgets as widgets
 
@@ -240,17 +235,15 @@ def online_softmax_widget(x=None, chunk: int = 8, seed: int = 0):
     step_slider = widgets.IntSlider(value=0, min=0, max=len(steps) - 1, step=1,
                                     description="chunk", continuous_update=False)
     summary = widgets.HTML()
-    output = widgets.Output()
-    box = widgets.VBox([step_slider, summary, output])
-    box.step_slider, box.summary, box.output, box.steps, box.redraws = \
-        step_slider, summary, output, steps, 0
+    image = figure_image()
+    box = widgets.VBox([step_slider, summary, image])
+    box.step_slider, box.summary, box.image, box.steps, box.redraws = \
+        step_slider, summary, image, steps, 0
 
     def redraw(_change=None):
         fig, _ = draw_online_softmax_step(x, chunk, step_slider.value)
         summary.value = _online_summary(x, steps, step_slider.value)
-        with output:
-            output.clear_output(wait=True)
-            _show(fig)
+        show_in(image, fig)
         box.redraws += 1
 
     step_slider.observe(redraw, names="value")

@@ -24,18 +24,13 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+
+from .drawing import figure_image, show_in
 from matplotlib.patches import Rectangle
 
 IN_FLIGHT_COLOR = "tab:orange"
 DONE_COLOR = "0.82"
 PANEL_COLOR = "tab:orange"
-
-
-def _show(fig) -> None:
-    """Display a figure once (inside an Output widget or a cell) and free it."""
-    from IPython.display import display
-    display(fig)
-    plt.close(fig)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -279,7 +274,7 @@ def program_order_widget(num_pid_m: int = 12, num_pid_n: int = 12, group_m: int 
     the wave shown.
 
     Returns an ipywidgets.VBox with extra attributes `group_slider`, `in_flight_slider`,
-    `step_slider`, `summary` (HTML), `output` and `redraws` (how many drawings so far).
+    `step_slider`, `summary` (HTML), `image` (the drawing) and `redraws` (how many drawings so far).
     """
     import ipywidgets as widgets
 
@@ -295,10 +290,10 @@ def program_order_widget(num_pid_m: int = 12, num_pid_n: int = 12, group_m: int 
                              description="wave (step)", style=style, layout=layout,
                              continuous_update=False)
     summary = widgets.HTML()
-    output = widgets.Output()
-    box = widgets.VBox([group, flight, step, summary, output])
+    image = figure_image()
+    box = widgets.VBox([group, flight, step, summary, image])
     box.group_slider, box.in_flight_slider, box.step_slider = group, flight, step
-    box.summary, box.output, box.redraws = summary, output, 0
+    box.summary, box.image, box.redraws = summary, image, 0
     box._busy = False
 
     def redraw(_change=None):
@@ -310,9 +305,7 @@ def program_order_widget(num_pid_m: int = 12, num_pid_n: int = 12, group_m: int 
                            ax=axes[1])
         fig.tight_layout()
         summary.value = _order_summary(num_pid_m, num_pid_n, group.value, flight.value)
-        with output:
-            output.clear_output(wait=True)
-            _show(fig)
+        show_in(image, fig)
         box.redraws += 1
 
     def in_flight_changed(_change=None):

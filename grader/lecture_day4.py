@@ -20,7 +20,6 @@ i sees the keys j <= i. Tiles are numbered (i, j): rows i*block_q ... of S, colu
 """
 from __future__ import annotations
 
-import io
 import math
 
 import matplotlib.pyplot as plt
@@ -28,15 +27,9 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch, Rectangle
 
+from .drawing import figure_image, show_in
+
 FULL, DIAGONAL, SKIP = "full", "diagonal", "skip"
-
-
-def _png(fig, dpi: int = 80) -> bytes:
-    """The figure as PNG bytes, and the figure freed."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    plt.close(fig)
-    return buf.getvalue()
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -412,10 +405,6 @@ def tile_sweep_widget(q=None, k=None, v=None, block_q: int = 16, block_k: int = 
     Default data: `demo_qkv(48, 48, 8, seed)`. Redraws `draw_tile_sweep` on every change. Returns
     an ipywidgets.VBox with extra attributes `q_slider`, `k_slider`, `row_slider`, `causal_box`,
     `summary` (HTML), `image` (the drawing, PNG bytes in an ipywidgets.Image) and `redraws`.
-
-    The drawing goes into an Image widget rather than an Output widget: executing a notebook with
-    nbclient can stall for its whole cell timeout after a cell that writes into an Output widget
-    (jupyter/nbclient issue #312); an Image widget sends no output messages at all.
     """
     import ipywidgets as widgets
 
@@ -435,7 +424,7 @@ def tile_sweep_widget(q=None, k=None, v=None, block_q: int = 16, block_k: int = 
                                    continuous_update=False)
     causal_box = widgets.Checkbox(value=causal, description="causal")
     summary = widgets.HTML()
-    image = widgets.Image(format="png")
+    image = figure_image()
     box = widgets.VBox([widgets.HBox([q_slider, k_slider]),
                         widgets.HBox([row_slider, causal_box]), summary, image])
     box.q_slider, box.k_slider, box.row_slider, box.causal_box = \
@@ -457,7 +446,7 @@ def tile_sweep_widget(q=None, k=None, v=None, block_q: int = 16, block_k: int = 
                 row_slider.value)
         fig, _ = draw_tile_sweep(*args)
         summary.value = _sweep_summary(*args)
-        image.value = _png(fig)
+        show_in(image, fig)
         box.redraws += 1
 
     for w in (q_slider, k_slider, row_slider, causal_box):
