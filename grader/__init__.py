@@ -23,9 +23,15 @@ __all__ = list(_PUBLIC)
 
 
 def __getattr__(name):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'grader' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+    else:  # a submodule, as `grader.timing` after `import grader`
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'grader' has no attribute {name!r}") from None
     globals()[name] = value
     return value
 

@@ -33,7 +33,9 @@ from grader import headless, lecture, lecture_day2, lecture_day3, lecture_day4
 REPEATS = int(os.environ.get("STRESS_REPEATS", "50"))
 LECTURE_REPEATS = int(os.environ.get("STRESS_LECTURE_REPEATS", "10"))
 CELL_TIMEOUT_S = int(os.environ.get("STRESS_CELL_TIMEOUT_S", "120"))         # a stall waits this long: unmistakable against a median of a second
-SLOW_FACTOR, SLOW_SLACK_S = 5.0, 1.0
+# A stall lasts the whole cell timeout; noise on a loaded machine (a GC pause, a busy core) was seen
+# to cost up to 1.3 s against a median of 0.15 s: flag only runs slower than both bounds.
+SLOW_FACTOR, SLOW_SLACK_S = 5.0, 5.0
 
 # Widgets a student may leave in an answer notebook: the kinds that send output through an Output widget.
 STUDENT_CELLS = [
@@ -130,7 +132,8 @@ def assert_no_stalls(times: dict[str, list[float]]):
 
 def test_a_stall_is_several_times_the_median_and_noise_is_not():
     assert slow_runs([0.2] * 49 + [20.0]) == [20.0]
-    assert slow_runs([0.02] * 49 + [0.5]) == []          # a scheduling hiccup, under a second
+    assert slow_runs([0.15] * 49 + [1.3]) == []          # a hiccup seen on a GPU machine
+    assert slow_runs([0.02] * 49 + [5.5]) == [5.5]
     assert slow_runs([1.0, 1.2, 0.9, 1.4, 2.5] * 10) == []
 
 
