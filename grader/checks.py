@@ -1,7 +1,9 @@
 """What a notebook's test cells call: correctness, speed and prediction checks for one exercise."""
 from __future__ import annotations
 
+import math
 import os
+import random
 import secrets
 import statistics
 import traceback
@@ -364,10 +366,42 @@ def check_speed(key: str, fn, points: float = 1.0):
     return round(result.credit * points, 4)
 
 
+# Random cases a prediction must also get right at grading time: no table of visible answers passes.
+HIDDEN_PREDICTION_CASES = 4
+
+
+def prediction_cases(spec) -> list:
+    """The visible cases, and at grading time fresh ones drawn from the hidden seed."""
+    cases = list(spec.cases)
+    if grading() and spec.sample is not None:
+        rng = random.Random(_seed(hidden=True))
+        cases += [spec.sample(rng) for _ in range(HIDDEN_PREDICTION_CASES)]
+    return cases
+
+
+def how_far(got: float, want: float) -> str:
+    """Which way an answer is off and roughly how far, without the right answer itself."""
+    if not math.isfinite(got) or got <= 0:
+        return "not a positive number"
+    ratio = got / want
+    side = "too high" if ratio > 1 else "too low"
+    off = max(ratio, 1 / ratio)
+    if off >= 100:
+        return f"{side} by a factor of 100 or more"
+    if off >= 2:
+        return f"{side} by a factor between 2 and 100"
+    return f"{side} by less than a factor of 2"
+
+
 def check_prediction(key: str, predict) -> None:
-    """Check a prediction function against the performance model's own answer on a few cases."""
+    """Check a prediction function against the performance model's own answer on a few cases.
+
+    A failure says which way the answer is off and roughly how far, never the right number: at
+    grading time fresh random cases are checked too, so answers copied from a message do not pass.
+    """
     spec = exercises.get(key)
-    for case in spec.cases:
+    cases = prediction_cases(spec)
+    for case in cases:
         want = spec.model(*case)
         try:
             got = float(predict(*case))
@@ -375,9 +409,11 @@ def check_prediction(key: str, predict) -> None:
             raise CheckFailed(f"{spec.title}: your function raised {type(e).__name__}: {e} "
                               f"for arguments {case}.") from None
         if not abs(got - want) <= spec.formula_tolerance * abs(want):
-            raise CheckFailed(f"{spec.title}: for arguments {case} the answer is {want:.4g} {spec.unit}, "
-                              f"yours is {got:.4g} {spec.unit} ({got / want:.2f}x).\n  hint: {spec.hint}")
-    print(f"OK: {spec.title} is right on {len(spec.cases)} cases.")
+            raise CheckFailed(f"{spec.title}: for arguments {case} your answer, {got:.4g} {spec.unit}, is "
+                              f"{how_far(got, want)}; within {100 * spec.formula_tolerance:g}% of the "
+                              f"model passes.\n  hint: {spec.hint}")
+    hidden = len(cases) - len(spec.cases)
+    print(f"OK: {spec.title} is right on {len(spec.cases)} cases" + (f" and {hidden} hidden ones." if hidden else "."))
 
 
 def report_speed(key: str, fn) -> None:
@@ -394,11 +430,18 @@ def report_speed(key: str, fn) -> None:
     print(result.report(graded=False))
 
 
+def measured_size() -> int:
+    """Elements of the vectors a prediction is measured on: 2**26, at grading time a fresh size near it."""
+    if not grading():
+        return 2**26
+    return random.Random(_seed(hidden=True)).randrange(2**25, 2**27 + 1, 2**20)
+
+
 def measure_prediction(key: str, predict) -> tuple:
     """(arguments, predicted ms, measured ms, copy bandwidth) on this GPU."""
     spec = exercises.get(key)
     bandwidth = timing.copy_bandwidth_gbs()
-    case, measured = spec.measure(bandwidth)
+    case, measured = spec.measure(bandwidth, measured_size())
     return case, float(predict(*case)), measured, bandwidth
 
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import grader
-from grader import checks
+from grader import checks, exercises
 from conftest import on_cpu_only
 import kernels
 
@@ -101,9 +101,38 @@ def test_prediction_following_the_model_passes():
     lambda n, bw: 12 * n / (bw * 1e9),              # seconds, not milliseconds
     lambda n, bw: 12 * n / (bw * 2**30) * 1e3,      # GiB instead of GB: 7% off
 ])
-def test_prediction_with_a_wrong_count_or_unit_fails(wrong):
-    with pytest.raises(grader.CheckFailed, match="the answer is"):
+def test_prediction_with_a_wrong_count_or_unit_fails_without_giving_the_answer(wrong):
+    with pytest.raises(grader.CheckFailed, match="is too (high|low)") as failed:
         grader.check_prediction("day1.predict_add", wrong)
+    message = str(failed.value)
+    right = [12 * n / (bw * 1e9) * 1e3 for n, bw in exercises.get("day1.predict_add").cases]
+    assert not any(f"{x:.4g}" in message or f"{x:.3g}" in message for x in right), message
+
+
+def test_how_far_gives_a_direction_and_a_band():
+    assert checks.how_far(2000.0, 1.0) == "too high by a factor of 100 or more"
+    assert checks.how_far(0.5, 1.5) == "too low by a factor between 2 and 100"
+    assert checks.how_far(1.07, 1.0) == "too high by less than a factor of 2"
+    assert checks.how_far(float("nan"), 1.0) == "not a positive number"
+
+
+# Answers tabulated from the visible cases (as a student could from failure messages), else a guess.
+def _tabulated(key):
+    spec = exercises.get(key)
+    table = {case: spec.model(*case) for case in spec.cases}
+    return lambda *case: table.get(case, 1.0)
+
+
+@pytest.mark.parametrize("key", ["day1.predict_add", "day1.predict_mul_add_eager", "day3.gemm_intensity",
+                                 "day3.naive_bytes", "day3.tiled_bytes"])
+def test_tabulated_predictions_fail_at_grading_and_the_model_passes(key, monkeypatch):
+    spec = exercises.get(key)
+    grader.check_prediction(key, _tabulated(key))            # the visible cases alone cannot tell
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    with pytest.raises(grader.CheckFailed, match="is too"):
+        grader.check_prediction(key, _tabulated(key))
+    for _ in range(20):                                      # the hidden cases differ on every run
+        grader.check_prediction(key, spec.model)
 
 
 def test_prediction_that_forgets_the_eager_temporary_is_wrong():
@@ -180,3 +209,11 @@ def test_a_cache_that_watches_in_place_writes_must_recompute_every_timed_call():
 def test_a_token_launch_does_not_hide_a_cached_result():
     with pytest.raises(grader.CheckFailed, match="called again after timing"):
         _timed_loop(kernels.add_with_tiny_launch_and_cache)
+
+
+def test_predictions_are_measured_on_a_fresh_size_at_grading(monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    assert checks.measured_size() == 2**26
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    sizes = {checks.measured_size() for _ in range(20)}
+    assert len(sizes) > 1 and all(2**25 <= n <= 2**27 and n % 2**20 == 0 for n in sizes)

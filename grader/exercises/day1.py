@@ -73,23 +73,26 @@ def _mul_add_eager_model(n, bandwidth_gbs):
 
 
 def _measure(case_of):
-    def measure(bandwidth_gbs):
+    def measure(bandwidth_gbs, n):
         from .. import timing
-        case, fn = case_of(bandwidth_gbs)
+        case, fn = case_of(bandwidth_gbs, n)
         return case, timing.compare({"op": fn})["op"]
     return measure
 
 
-def _measure_add(bandwidth_gbs):
-    n = 2**26
+def _measure_add(bandwidth_gbs, n):
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     return (n, bandwidth_gbs), lambda: torch.add(x, y)
 
 
-def _measure_mul_add(bandwidth_gbs):
-    n = 2**26
+def _measure_mul_add(bandwidth_gbs, n):
     x, y, z = (torch.randn(n, device="cuda") for _ in range(3))
     return (n, bandwidth_gbs), lambda: x * y + z
+
+
+def _sample_vector_case(rng):
+    # Any length from a few thousand elements to a billion, any bandwidth from a laptop's to an HBM3e GPU's.
+    return (rng.randrange(1_000, 10**9), float(rng.randrange(100, 8_000)))
 
 
 predict_add = PredictionExercise(
@@ -98,6 +101,7 @@ predict_add = PredictionExercise(
     model=_add_model,
     cases=((2**20, 1000.0), (10**8, 3350.0), (12_345, 900.0)),
     measure=_measure(_measure_add),
+    sample=_sample_vector_case,
     hint="count every byte read and written: two inputs and one output of 4 bytes each; "
          "GB/s means 1e9 bytes per second; the answer is in milliseconds.",
 )
@@ -108,6 +112,7 @@ predict_mul_add = PredictionExercise(
     model=_mul_add_eager_model,
     cases=((2**20, 1000.0), (10**8, 3350.0), (12_345, 900.0)),
     measure=_measure(_measure_mul_add),
+    sample=_sample_vector_case,
     hint="eager PyTorch runs two kernels: x * y writes a temporary that the addition reads back "
          "together with z; each element is 4 bytes.",
 )

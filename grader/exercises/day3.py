@@ -104,11 +104,21 @@ def _tiled_bytes(m, n, k, block_m, block_n, bytes_per_element):
 
 _GEMM_CASES = ((8192, 8192, 8192, 2), (16, 8192, 8192, 2), (4096, 4096, 512, 4), (1, 1, 1, 4))
 
+
+def _sample_gemm(rng):
+    return (rng.randrange(1, 20_000), rng.randrange(1, 20_000), rng.randrange(1, 20_000), rng.choice((1, 2, 4)))
+
+
+def _sample_tiled_gemm(rng):
+    return _sample_gemm(rng)[:3] + (rng.choice((16, 32, 64, 128, 256)), rng.choice((16, 32, 64, 128, 256)),
+                                     rng.choice((1, 2, 4)))
+
 gemm_intensity = PredictionExercise(
     key="day3.gemm_intensity",
     title="arithmetic intensity of a GEMM",
     model=_intensity,
     cases=_GEMM_CASES,
+    sample=_sample_gemm,
     unit="FLOP/byte",
     formula_tolerance=0.01,
     hint="FLOPs = 2*M*N*K (a multiply and an add per term); the fewest bytes read A and B once and "
@@ -120,6 +130,7 @@ naive_bytes = PredictionExercise(
     title="bytes moved by a naive matmul kernel",
     model=_naive_bytes,
     cases=_GEMM_CASES,
+    sample=_sample_gemm,
     unit="bytes",
     formula_tolerance=0.01,
     hint="a naive kernel computes each output on its own, reading a whole row of A and a whole column "
@@ -134,6 +145,7 @@ tiled_bytes = PredictionExercise(
            (100, 300, 50, 64, 128, 2)),
     unit="bytes",
     formula_tolerance=0.01,
+    sample=_sample_tiled_gemm,
     hint="count the tiles of C (round up at ragged edges); each reads a BLOCK_M x K panel of A and a "
          "K x BLOCK_N panel of B; C is written once.",
 )

@@ -79,8 +79,9 @@ class PredictionExercise:
     title: str
     model: Callable                # (*case) -> the model's answer, in `unit`
     cases: tuple                   # argument tuples for the formula check (any machine)
-    measure: Callable = None       # (bandwidth_gbs) -> (case, measured_ms) on the grading GPU, if any
+    measure: Callable = None       # (bandwidth_gbs, n) -> (case, measured_ms) on the grading GPU, if any
     unit: str = "ms"
     formula_tolerance: float = 0.05  # relative: answers within 5% of the model pass the formula check
     gpu_tolerance: float = 0.35      # relative: prediction vs measurement on the GPU
     hint: str = ""
+    sample: Callable = None        # (random.Random) -> a fresh case, for the hidden cases at grading time
