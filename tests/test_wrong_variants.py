@@ -48,6 +48,8 @@ VARIANTS = [
      ["elements differ", "accumulate in float32"]),
     ("matmul: b assumed contiguous", "day3/matmul", "day3.matmul",
      {"b.stride(0), b.stride(1)": "b.shape[1], 1"}, ["b transposed", "elements differ", "strides"]),
+    ("matmul: a assumed contiguous", "day3/matmul", "day3.matmul",
+     {"a.stride(0), a.stride(1),": "a.shape[1], 1,"}, ["a transposed", "elements differ", "strides"]),
     # A missing K mask reads whatever lies past the end of each row; reading out of bounds can crash the
     # interpreter, so this variant stands in for it with ones instead of zeros in the K tail.
     ("matmul: K tail not zeroed", "day3/matmul", "day3.matmul",

@@ -6,17 +6,26 @@ import torch.nn.functional as F
 
 from .spec import KernelExercise, PredictionExercise
 
-TRANSPOSED = "b transposed"  # a shape tagged with this passes b as a transposed (non-contiguous) view
+# Tags a shape may carry: the matmul promises any strides, so the checks pass operands in every layout.
+TRANSPOSED = "b transposed"    # b is the transpose of an (N, K) tensor: its column stride is not 1
+A_TRANSPOSED = "a transposed"  # a is the transpose of a (K, M) tensor
+PADDED = "rows padded"         # a and b are slices of wider tensors: row strides larger than their widths
+_PAD = 8
+
+
+def _operand(rows, cols, transposed, padded, dtype, device, gen):
+    """A (rows, cols) matrix laid out as the tags say: transposed and/or with padded rows."""
+    inner, outer = (rows, cols) if transposed else (cols, rows)
+    full = torch.randn(outer, inner + (_PAD if padded else 0), generator=gen, device=device).to(dtype)
+    view = full[:, :inner]
+    return view.t() if transposed else view
 
 
 def _operands(shape, dtype, device, gen):
-    """a (M, K) and b (K, N); for shapes tagged TRANSPOSED, b is the transpose of an (N, K) tensor."""
+    """a (M, K) and b (K, N), in the layouts the shape's tags ask for (contiguous when it has none)."""
     m, n, k = shape[:3]
-    a = torch.randn(m, k, generator=gen, device=device).to(dtype)
-    if TRANSPOSED in shape:
-        b = torch.randn(n, k, generator=gen, device=device).to(dtype).t()
-    else:
-        b = torch.randn(k, n, generator=gen, device=device).to(dtype)
+    a = _operand(m, k, A_TRANSPOSED in shape, PADDED in shape, dtype, device, gen)
+    b = _operand(k, n, TRANSPOSED in shape, PADDED in shape, dtype, device, gen)
     return a, b
 
 
@@ -32,10 +41,14 @@ matmul = KernelExercise(
     reference=lambda a, b: (a.double() @ b.double()).to(a.dtype),
     baseline=torch.matmul,
     baseline_name="torch.matmul (cuBLAS)",
-    cpu_shapes=((1, 1, 1), (32, 32, 32), (65, 33, 100), (40, 70, 129, TRANSPOSED)),
-    gpu_shapes=((1, 1, 1), (127, 255, 513), (1024, 1024, 1024), (999, 1537, 2049, TRANSPOSED)),
-    hidden_cpu_shapes=((100, 64, 257), (17, 130, 64, TRANSPOSED), (32, 48, 1024)),
-    hidden_gpu_shapes=((8192, 8192, 8192), (4096, 333, 4095, TRANSPOSED), (3, 5000, 7000)),
+    cpu_shapes=((1, 1, 1), (32, 32, 32), (65, 33, 100), (40, 70, 129, TRANSPOSED),
+                (33, 40, 65, A_TRANSPOSED, PADDED)),
+    gpu_shapes=((1, 1, 1), (127, 255, 513), (1024, 1024, 1024), (999, 1537, 2049, TRANSPOSED),
+                (1000, 777, 1500, A_TRANSPOSED, PADDED)),
+    hidden_cpu_shapes=((100, 64, 257), (17, 130, 64, TRANSPOSED), (32, 48, 1024),
+                       (20, 36, 70, A_TRANSPOSED, TRANSPOSED, PADDED)),
+    hidden_gpu_shapes=((8192, 8192, 8192), (4096, 333, 4095, TRANSPOSED), (3, 5000, 7000),
+                       (2000, 3000, 1027, A_TRANSPOSED, TRANSPOSED, PADDED)),
     speed_shape=(8192, 8192, 8192),
     target=0.85,
     cpu_dtypes=(torch.float16,),
@@ -49,7 +62,8 @@ matmul = KernelExercise(
     tolerances={torch.float16: (5e-4, 1e-3)},
     hint="accumulate in float32 (tl.zeros(..., dtype=tl.float32)) and convert once at the store; mask "
          "the K tail of both tiles (other=0.0); step the pointers with the strides you are given "
-         "(a.stride(0), a.stride(1), b.stride(0), b.stride(1)), which also covers a transposed b.",
+         "(a.stride(0), a.stride(1), b.stride(0), b.stride(1)), which also covers a transposed a or b "
+         "and rows padded in memory.",
 )
 
 
@@ -72,8 +86,8 @@ matmul_bias_gelu = KernelExercise(
     baseline_name="F.gelu(a @ b + bias) (eager: cuBLAS, then two elementwise kernels)",
     cpu_shapes=((1, 1, 1), (32, 32, 32), (65, 33, 100)),
     gpu_shapes=((1, 1, 1), (127, 255, 513), (2048, 2048, 512), (999, 1537, 2049, TRANSPOSED)),
-    hidden_cpu_shapes=((40, 70, 129, TRANSPOSED),),
-    hidden_gpu_shapes=((8192, 8192, 512), (300, 5000, 100)),
+    hidden_cpu_shapes=((40, 70, 129, TRANSPOSED), (33, 40, 65, A_TRANSPOSED, PADDED)),
+    hidden_gpu_shapes=((8192, 8192, 512), (300, 5000, 100), (1000, 777, 1500, A_TRANSPOSED, PADDED)),
     speed_shape=(8192, 8192, 512),
     target=1.0,
     cpu_dtypes=(torch.float16,),
