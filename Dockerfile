@@ -18,6 +18,8 @@ COPY grader ./grader
 # psycopg2: the driver for a PostgreSQL gradebook (NBGRADER_DB_URL), when several machines grade.
 RUN pip install --no-cache-dir torch==2.13.0 && pip install --no-cache-dir -e . psycopg2-binary
 COPY . .
+# Reference answers and hidden tests: the grader's alone (student kernels run as other users).
+RUN chmod -R go-rwx solutions
 
 EXPOSE 8888
 CMD ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", "--allow-root", "--notebook-dir=/course"]

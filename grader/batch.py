@@ -13,8 +13,8 @@ timings. Without a GPU the default is one worker; more may be asked for (correct
 The gradebook (SQLite or PostgreSQL) and grading on several machines (--shard): docs/grading-at-scale.md.
 
 Student code cannot reach past its own notebook where the grader runs as root (the project's container):
-every kernel then runs as `nobody` (grader/sandbox.py), so it cannot rewrite another student's
-submission, the gradebook or the grader. A process that a notebook leaves behind, even one that
+every notebook's kernel then runs as a user of its own (grader/sandbox.py), so it cannot read or
+rewrite another student's submission, the gradebook, the solutions or the grader. A process that a notebook leaves behind, even one that
 detached itself into a session of its own, is found and killed when its notebook ends: the batch
 adopts orphans (Linux's child subreaper) and nbgrader's output goes to a file, not a pipe that such a
 process could hold open.
@@ -309,6 +309,8 @@ def autograde_notebook(course: Course, day: str, student: str, notebook: str, ti
             with _ACTIVE_LOCK:
                 _ACTIVE.discard(proc.pid)
             _kill_orphans()
+            if sandboxed:
+                sandbox.reclaim(course.autograded / student / day)
         out.seek(0)
         log = out.read()
     if timed_out:
@@ -363,7 +365,10 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
         + f" (torch {info['torch']}, triton {info['triton']}, {platform.node()})")
     why_not = sandbox.unavailable()
     if why_not is None:
-        log(f"student code runs as {sandbox.USER!r}: it can read the course but write only its own scratch folder")
+        log("each notebook's kernel runs as a user of its own: it can read the course's code, not the grading "
+            "workspace or the solutions, and write only its own folders")
+        for warning in sandbox.close_workspace(root):
+            log(f"warning: {warning}")
     else:
         log(f"note: student code runs with this account's rights ({why_not}); grade untrusted work in the "
             f"container (see README, 'Untrusted code').")
@@ -388,7 +393,7 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
         os.chmod(scratch, 0o755)
         env = dict(env, JUPYTER_PATH=os.pathsep.join(filter(None, [str(sandbox.kernelspec_dir(scratch)),
                                                                    env.get("JUPYTER_PATH")])),
-                   GRADER_SANDBOX_TMP=str(scratch))
+                   GRADER_SANDBOX_TMP=str(scratch), **{sandbox.AUTOGRADED_ENV: str(course.autograded)})
     free = queue.Queue()
     for device in devices:
         free.put(device)

@@ -149,7 +149,7 @@ def main(days: list, lectures: bool, autograde: bool, out: Path, log=print, cell
     if autograde:
         from grader import sandbox
         why_not = sandbox.unavailable()
-        lines += [f"Autograded kernels ran as {sandbox.USER!r} (grader/sandbox.py)." if why_not is None
+        lines += [f"Autograded kernels ran as {sandbox.USER} (grader/sandbox.py)." if why_not is None
                   else f"Autograded kernels ran with the grader's rights: {why_not}.", ""]
     if verdicts:
         lines += ["| day | reference solutions | expected | of | untouched exercises | verdict |",

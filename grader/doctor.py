@@ -66,8 +66,8 @@ def check(root: Path) -> list:
     from grader import sandbox
     why_not = sandbox.unavailable()
     if why_not is None:
-        found.append(Finding(True, f"student kernels run as {sandbox.USER!r}: they cannot write the course, the "
-                                   f"gradebook or other students' submissions", ""))
+        found.append(Finding(True, f"student kernels run as {sandbox.USER}: they cannot read the grading "
+                                   f"workspace or the solutions, nor write the course", ""))
     else:
         found.append(Finding(True, f"student kernels: code would run with this account's rights ({why_not})",
                              "for untrusted submissions, grade in the container, as root (README, 'Untrusted code')"))

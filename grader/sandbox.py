@@ -1,23 +1,26 @@
-"""Run a student's notebook kernel as an unprivileged user, so that it cannot touch the class's grades.
+"""Run each student notebook's kernel as a user of its own, so that it cannot reach the class's grades.
 
 nbgrader executes a notebook in a Jupyter kernel that has the rights of whoever runs nbgrader. A cell
-could then rewrite another student's submission in grading/submitted, edit the gradebook, or signal the
+could then read or rewrite other students' submissions in grading/, edit the gradebook, or signal the
 grader. When the grader runs as root (as it does in the project's container), `course-grader autograde`
 starts every kernel through this module instead: the launcher, still root, gives the kernel a private
-home folder, then drops to the `nobody` user and becomes the ordinary IPython kernel. As `nobody` the
-student's code can read the course (it must import `grader`, torch and triton) but write nowhere
-except its own home and /tmp, and cannot signal the grader's processes. nbgrader itself, still root,
-writes the grades.
+home folder and the notebook's own folder, then drops to a user id of its own (`kernel_uid`: unnamed,
+used by no account and by no other live kernel) and becomes the ordinary IPython kernel.
 
-Where the grader does not run as root, or `nobody` cannot run a kernel here (the Python environment or
-the GPU not readable by others), `unavailable()` says why and kernels run with the grader's rights.
+As that user the student's code can read the course's code (it must import `grader`, torch and triton)
+but not the grading workspace, which `close_workspace` makes readable by the grader alone (the
+submissions, the gradebook, the feedback, other notebooks' autograded folders) nor `solutions/`; it can
+write only its home, its notebook's folder and /tmp, and it cannot signal the grader or another
+student's kernel. nbgrader itself, still root, writes the grades.
+
+Where the grader does not run as root, or a plain user cannot run a kernel here (the Python environment
+or the GPU not readable by others), `unavailable()` says why and kernels run with the grader's rights.
 """
 from __future__ import annotations
 
 import functools
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import sys
@@ -25,7 +28,13 @@ import tempfile
 from pathlib import Path
 
 KERNEL_NAME = "grader-sandbox"
-USER = "nobody"
+# Kernel user ids: this base plus the launcher's process id, so no two live kernels share one. Far above
+# the ids that accounts get (and below 2**31, which some tools take as a signed number).
+UID_BASE = 1_000_000_000
+USER = "a user of its own (uid 10^9 + the kernel's process id)"
+# The autograded folders' root (set by the batch): a kernel started in a folder under it takes that
+# folder as its own, as a notebook's working directory.
+AUTOGRADED_ENV = "GRADER_AUTOGRADED"
 # Variables a kernel must not inherit: a PostgreSQL gradebook's URL holds its password.
 SECRETS = ("NBGRADER_DB_URL", "PGPASSWORD", "PGPASSFILE")
 PROBE = ("import torch, triton, ipykernel, grader, os; "
@@ -40,10 +49,7 @@ def unavailable() -> str | None:
     `course-run`'s report all ask."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return "the grader does not run as root, so it cannot start kernels as another user"
-    try:
-        pw = pwd.getpwnam(USER)
-    except KeyError:
-        return f"there is no user {USER!r}"
+    uid = kernel_uid()
     try:
         import torch
         want_gpu = torch.cuda.is_available()
@@ -51,20 +57,69 @@ def unavailable() -> str | None:
         want_gpu = False
     home = tempfile.mkdtemp(prefix="grader-probe-")
     try:
-        os.chown(home, pw.pw_uid, pw.pw_gid)
+        os.chown(home, uid, uid)
         probe = subprocess.run([sys.executable, "-c", PROBE], cwd=home, env=_kernel_env(Path(home)),
-                               preexec_fn=_drop(pw), capture_output=True, text=True, timeout=300)
+                               preexec_fn=_drop(uid), capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.SubprocessError) as e:
-        return (f"user {USER!r} cannot run {sys.executable} ({e.strerror or e}: is a folder on its path, such "
+        return (f"a plain user cannot run {sys.executable} ({e.strerror or e}: is a folder on its path, such "
                 f"as /root, closed to other users?)")
     finally:
         shutil.rmtree(home, ignore_errors=True)
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"user {USER!r} cannot start a kernel here ({last[:200]})"
+        return f"a plain user cannot start a kernel here ({last[:200]})"
     if want_gpu and probe.stdout.strip() != "True":
-        return f"user {USER!r} cannot see the GPU (check the permissions of /dev/nvidia*)"
+        return "a plain user cannot see the GPU (check the permissions of /dev/nvidia*)"
     return None
+
+
+def kernel_uid(pid: int | None = None) -> int:
+    return UID_BASE + (os.getpid() if pid is None else pid)
+
+
+def close_workspace(root: Path) -> list:
+    """Make the grading workspace the grader's alone; return what stays open to others, and why.
+
+    grading/ may be entered but not listed (a kernel must reach its notebook's folder); submissions,
+    feedback and every file in grading/ (the gradebook, the runs logs) are the grader's only; the
+    autograded folders are entered by name only, and each notebook's folder is its kernel's alone.
+    `solutions/` holds the reference answers and hidden tests: closed too where the course is writable.
+    """
+    grading = Path(root) / "grading"
+    (grading / "autograded").mkdir(parents=True, exist_ok=True)
+    os.chmod(grading, 0o711)
+    for entry in grading.iterdir():
+        if entry.is_file():
+            os.chmod(entry, 0o600)
+        elif entry.name == "autograded":
+            os.chmod(entry, 0o711)
+            for student in entry.iterdir():
+                if student.is_dir():
+                    os.chmod(student, 0o711)
+                    for folder in student.iterdir():
+                        reclaim(folder)
+        elif entry.is_dir():
+            os.chmod(entry, 0o700)
+    still_open = []
+    solutions = Path(root) / "solutions"
+    if solutions.is_dir():
+        try:
+            os.chmod(solutions, 0o700)
+        except OSError as e:
+            if solutions.stat().st_mode & 0o005:
+                still_open.append(f"{solutions} stays readable by student code ({e.strerror}): make it "
+                                  f"readable by the grader only where the course is built (the Dockerfile does)")
+    return still_open
+
+
+def reclaim(folder: Path) -> None:
+    """Give a notebook's folder back to the grader once its kernel has ended (a later kernel may get its uid)."""
+    if not folder.is_dir():
+        return
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            os.chown(path, 0, 0)
+    os.chmod(folder, 0o700)
 
 
 def kernelspec_dir(parent: Path) -> Path:
@@ -87,24 +142,32 @@ def _kernel_env(home: Path) -> dict:
     return env
 
 
-def _drop(pw):
+def _drop(uid: int):
     def drop():
         os.setgroups([])
-        os.setgid(pw.pw_gid)
-        os.setuid(pw.pw_uid)
+        os.setgid(uid)
+        os.setuid(uid)
     return drop
 
 
 def launch(connection_file: str, extra: list) -> None:
-    """Become the kernel: private home, then `nobody`, then ipykernel (this process is replaced)."""
-    pw = pwd.getpwnam(USER)
+    """Become the kernel: private home and notebook folder, then a user of its own, then ipykernel
+    (this process is replaced)."""
+    uid = kernel_uid()
     home = Path(tempfile.mkdtemp(prefix="grader-kernel-", dir=os.environ.get("GRADER_SANDBOX_TMP")))
     connection = home / "connection.json"
     shutil.copy(connection_file, connection)
     for path in (home, connection):
-        os.chown(path, pw.pw_uid, pw.pw_gid)
+        os.chown(path, uid, uid)
+    autograded = os.environ.get(AUTOGRADED_ENV)
+    notebook_dir = Path(os.path.realpath(os.getcwd()))
+    if autograded and notebook_dir.is_relative_to(os.path.realpath(autograded)) \
+            and notebook_dir != Path(os.path.realpath(autograded)):
+        os.chmod(notebook_dir.parent, 0o711)       # the student's folder: entered, not listed
+        os.chown(notebook_dir, uid, uid)           # the notebook's folder: this kernel's alone
+        os.chmod(notebook_dir, 0o700)
     env = _kernel_env(home)
-    _drop(pw)()
+    _drop(uid)()
     os.execve(sys.executable, [sys.executable, "-m", "ipykernel_launcher", "-f", str(connection), *extra], env)
 
 

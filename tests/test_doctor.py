@@ -39,4 +39,4 @@ def test_it_says_whether_student_kernels_are_sandboxed():
     from grader import sandbox
     finding = _by_prefix(doctor.check(REPO), "student kernels")
     why_not = sandbox.unavailable()
-    assert (why_not is None and "run as 'nobody'" in finding.what) or (why_not and why_not in finding.what)
+    assert (why_not is None and "a user of its own" in finding.what) or (why_not and why_not in finding.what)

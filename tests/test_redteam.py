@@ -266,12 +266,8 @@ def _grade(root, students: dict, timeout_s=120):
 
 
 def test_a_notebook_cannot_change_another_students_submission(course_copy):
-    # Kernels run as `nobody` where the grader is root (the container; CI): see grader/sandbox.py.
-    why_not = sandbox.unavailable()
-    if why_not:
-        if os.environ.get("REQUIRE_SANDBOX"):
-            pytest.fail(f"kernels cannot be sandboxed here: {why_not}")
-        pytest.skip(f"kernels cannot be sandboxed here: {why_not}")
+    # Each kernel runs as a user of its own where the grader is root (the container; CI): grader/sandbox.py.
+    _require_sandbox()
     vandal = filled("day1", "vector_add")
     insert_before(vandal, "add", textwrap.dedent('''
         import pathlib
@@ -282,6 +278,36 @@ def test_a_notebook_cannot_change_another_students_submission(course_copy):
         '''))
     _, scores = _grade(course_copy, {"aaa_vandal": vandal, "zzz_victim": filled("day1", "vector_add")})
     assert scores["zzz_victim"] == 3.0
+
+
+def _require_sandbox():
+    why_not = sandbox.unavailable()
+    if why_not:
+        if os.environ.get("REQUIRE_SANDBOX"):
+            pytest.fail(f"kernels cannot be sandboxed here: {why_not}")
+        pytest.skip(f"kernels cannot be sandboxed here: {why_not}")
+
+
+# Paths from a kernel's working folder, grading/autograded/<student>/day1: what a snooping student tries.
+SNOOPED = {"classmates' submissions": "../../../submitted", "the gradebook": "../../../gradebook.db",
+           "the feedback": "../../../feedback", "the solutions": "../../../../solutions/day1/vector_add.ipynb",
+           "a classmate's autograded notebook": "../../aaa_victim/day1/vector_add.ipynb"}
+
+
+def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(course_copy):
+    _require_sandbox()
+    (course_copy / "grading" / "feedback").mkdir(parents=True)
+    snoop = filled("day1", "vector_add")
+    insert_before(snoop, "add", "import pathlib\n" + "".join(
+        f"try:\n    p = pathlib.Path({path!r})\n    list(p.iterdir()) if p.is_dir() else p.read_bytes()\n"
+        f"    print('READ', {what!r})\nexcept OSError as e:\n    print('REFUSED', {what!r}, type(e).__name__)\n"
+        for what, path in SNOOPED.items()))
+    _, scores = _grade(course_copy, {"aaa_victim": filled("day1", "vector_add"), "zzz_snoop": snoop})
+    assert scores == {"aaa_victim": 3.0, "zzz_snoop": 3.0}
+    graded = nbformat.read(course_copy / "grading" / "autograded" / "zzz_snoop" / "day1" / "vector_add.ipynb", 4)
+    printed = "".join(o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
+    for what in SNOOPED:
+        assert f"REFUSED {what} PermissionError" in printed, printed
 
 
 def test_a_detached_child_process_cannot_hold_the_batch_past_the_time_limit(course_copy):
