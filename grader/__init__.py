@@ -11,6 +11,11 @@ The names below are imported on first use, so that a process which needs one sub
 loading grader.headless from its config, the instructor's command line) does not pay for torch.
 """
 import importlib
+import os
+
+# Read when a notebook imports the grader, before any student cell runs, so that a cell that removes
+# NBGRADER_EXECUTION from the environment does not turn grading off (grader.checks.grading).
+_GRADING_AT_IMPORT = os.environ.get("NBGRADER_EXECUTION") == "autograde"
 
 _PUBLIC = {
     "setup": "device", "current": "device", "Device": "device",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import _GRADING_AT_IMPORT  # read when the package was imported, before any student cell
 from . import device as _device
 from . import exercises, hardware, integrity, timing
 from .compare import TOLERANCES, CheckFailed, describe_mismatch
@@ -20,11 +21,6 @@ from .quiet import stderr_to_stdout
 
 class GPURequired(RuntimeError):
     """A speed check ran where there is no CUDA GPU, during grading: it earns no points."""
-
-
-# Read when the grader is imported (before any student cell runs), so that a cell that removes
-# NBGRADER_EXECUTION from the environment does not turn grading off.
-_GRADING_AT_IMPORT = os.environ.get("NBGRADER_EXECUTION") == "autograde"
 
 
 def grading() -> bool:

@@ -35,9 +35,10 @@ FORBIDDEN_SYS = frozenset({"modules", "settrace", "setprofile", "_getframe", "me
                            "addaudithook",
                            # frames and tracebacks: a way up to the grader's local variables
                            "f_back", "f_locals", "f_globals", "tb_frame", "tb_next", "gi_frame", "cr_frame",
-                           "ag_frame", "exc_info", "exception",
-                           # the data out of PyTorch, to compute the answer with NumPy or Python
-                           "numpy", "tolist", "from_numpy", "frombuffer", "from_dlpack"})
+                           "ag_frame", "exc_info", "exception"})
+# Not a rule: taking data out of PyTorch (`.numpy()`, `.tolist()`, a debugging print). While a graded
+# call runs, the grader's guard sees every way out (grader/guard.py) and refuses the answer; outside
+# it, a student's own print of a result harms nothing.
 ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__class__"})
 # Modules a notebook uses under these names even where the cell that imports them is not checked.
 KNOWN_MODULES = frozenset({"grader", "torch", "triton", "tl", "F", "nn", "np", "math", "time", "os", "sys"})

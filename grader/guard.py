@@ -113,9 +113,9 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
         originals.append((cls, original))
         cls.run = run
     # Ways out of PyTorch that no ATen op shows: the data as a NumPy array or a Python list, to compute
-    # with there (np.add(x, y) goes through __array__). The interpreter's own conversions, inside a
-    # launch, are Triton's.
-    exits = {name: torch.Tensor.__dict__.get(name) for name in ("numpy", "tolist", "__array__")}
+    # with there (np.add(x, y) goes through __array__, np.from_dlpack(x) through __dlpack__). The
+    # interpreter's own conversions, inside a launch, are Triton's.
+    exits = {name: torch.Tensor.__dict__.get(name) for name in ("numpy", "tolist", "__array__", "__dlpack__")}
     for name in exits:
         original = getattr(torch.Tensor, name)
 

@@ -41,8 +41,6 @@ CHEATS = {
     "s = os.sys\ns.modules['x']": "uses os.sys",
     "time exec('grader.check = print')": "does not parse as Python",
     "import concurrent.futures": "imports concurrent.futures",
-    "out = torch.from_numpy(x.numpy() + y.numpy())": "uses x.numpy",
-    "values = x.tolist()": "uses x.tolist",
     "frame = error.__traceback__.tb_frame.f_back": "uses error.__traceback__.tb_frame.f_back",
 }
 
@@ -54,6 +52,9 @@ HONEST = [
     "out = torch.empty_like(x)\nout.fill_(0)",
     "%timeit add(x, y)",
     "print(type(x).__name__, file=sys.stderr)",
+    # Data out of PyTorch outside a graded call (the guard refuses it inside one: tests/test_redteam.py)
+    "print('first values:', add(x, y)[:4].tolist())",
+    "import numpy as np\nprint(np.abs(add(x, y).numpy() - (x + y).numpy()).max())",
 ]
 
 
