@@ -37,7 +37,7 @@ USER = "a user of its own (uid 10^9 + the kernel's process id)"
 AUTOGRADED_ENV = "GRADER_AUTOGRADED"
 # Variables a kernel must not inherit: a PostgreSQL gradebook's URL holds its password.
 SECRETS = ("NBGRADER_DB_URL", "PGPASSWORD", "PGPASSFILE")
-PROBE = ("import torch, triton, ipykernel, grader, os; "
+PROBE = ("import torch, triton, ipykernel, grader, os, getpass; getpass.getuser(); "
          "print(torch.cuda.is_available()); os.listdir('.')")
 
 
@@ -138,7 +138,10 @@ def _kernel_env(home: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in SECRETS}
     env.update(HOME=str(home), TRITON_CACHE_DIR=str(home / "triton"), MPLCONFIGDIR=str(home / "matplotlib"),
                IPYTHONDIR=str(home / "ipython"), JUPYTER_RUNTIME_DIR=str(home), XDG_CACHE_HOME=str(home / "cache"),
-               TMPDIR=str(home))
+               TORCHINDUCTOR_CACHE_DIR=str(home / "inductor"), TMPDIR=str(home),
+               # A kernel's user id has no account: getpass.getuser() (torch's compile caches ask it)
+               # reads these before it would look the id up and fail.
+               USER="student", LOGNAME="student")
     return env
 
 

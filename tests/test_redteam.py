@@ -27,7 +27,7 @@ import triton.language as tl
 import grader
 import classroom
 from adversarial_class import cell, filled, insert_before
-from conftest import REPO, nbgrader
+from conftest import DEVICE, REPO, nbgrader
 from grader import batch, sandbox, submissions
 from grader.compare import CheckFailed
 
@@ -284,7 +284,9 @@ def test_a_notebook_cannot_change_another_students_submission(course_copy):
                 p.write_text(release)
         '''))
     _, scores = _grade(course_copy, {"aaa_vandal": vandal, "zzz_victim": filled("day1", "vector_add")})
-    assert scores["zzz_victim"] == 3.0
+    # Both hand in right answers: the victim keeps full marks (3 without a GPU, speed points with one).
+    assert scores["zzz_victim"] == scores["aaa_vandal"] > 0
+    assert DEVICE.is_gpu or scores["zzz_victim"] == 3.0
 
 
 def _require_sandbox():
@@ -310,7 +312,8 @@ def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(c
         f"    print('READ', {what!r})\nexcept OSError as e:\n    print('REFUSED', {what!r}, type(e).__name__)\n"
         for what, path in SNOOPED.items()))
     _, scores = _grade(course_copy, {"aaa_victim": filled("day1", "vector_add"), "zzz_snoop": snoop})
-    assert scores == {"aaa_victim": 3.0, "zzz_snoop": 3.0}
+    assert scores["zzz_snoop"] == scores["aaa_victim"] > 0         # the snooping does not stop its own run
+    assert DEVICE.is_gpu or scores["aaa_victim"] == 3.0
     graded = nbformat.read(course_copy / "grading" / "autograded" / "zzz_snoop" / "day1" / "vector_add.ipynb", 4)
     printed = "".join(o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
     for what in SNOOPED:
