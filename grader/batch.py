@@ -22,6 +22,7 @@ process could hold open.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import csv
 import ctypes
 import os
@@ -367,8 +368,6 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
     if why_not is None:
         log("each notebook's kernel runs as a user of its own: it can read the course's code, not the grading "
             "workspace or the solutions, and write only its own folders")
-        for warning in sandbox.close_workspace(root):
-            log(f"warning: {warning}")
     else:
         log(f"note: student code runs with this account's rights ({why_not}); grade untrusted work in the "
             f"container (see README, 'Untrusted code').")
@@ -419,8 +418,9 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
             free.put(device)
 
     start = time.monotonic()
+    closed = sandbox.closed_workspace(root, log) if why_not is None else contextlib.nullcontext()
     try:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(devices)) as pool:
+        with closed, concurrent.futures.ThreadPoolExecutor(max_workers=len(devices)) as pool:
             for future in [pool.submit(grade_student, s, nbs) for s, nbs in todo]:
                 runs += future.result()
     finally:

@@ -8,7 +8,7 @@ home folder and the notebook's own folder, then drops to a user id of its own (`
 used by no account and by no other live kernel) and becomes the ordinary IPython kernel.
 
 As that user the student's code can read the course's code (it must import `grader`, torch and triton)
-but not the grading workspace, which `close_workspace` makes readable by the grader alone (the
+but not the grading workspace, which `closed_workspace` makes readable by the grader alone (the
 submissions, the gradebook, the feedback, other notebooks' autograded folders) nor `solutions/`; it can
 write only its home, its notebook's folder and /tmp, and it cannot signal the grader or another
 student's kernel. nbgrader itself, still root, writes the grades.
@@ -18,6 +18,7 @@ or the GPU not readable by others), `unavailable()` says why and kernels run wit
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -77,49 +78,58 @@ def kernel_uid(pid: int | None = None) -> int:
     return UID_BASE + (os.getpid() if pid is None else pid)
 
 
-def close_workspace(root: Path) -> list:
-    """Make the grading workspace the grader's alone; return what stays open to others, and why.
+@contextlib.contextmanager
+def closed_workspace(root: Path, log=print):
+    """While the block runs (the kernels of a batch), the grading workspace is the grader's alone.
 
     grading/ may be entered but not listed (a kernel must reach its notebook's folder); submissions,
     feedback and every file in grading/ (the gradebook, the runs logs) are the grader's only; the
     autograded folders are entered by name only, and each notebook's folder is its kernel's alone.
     `solutions/` holds the reference answers and hidden tests: closed too where the course is writable.
+    Afterwards the modes are as they were, so that an instructor's own account can read the results
+    (`course-grader report` after grading in the container).
     """
-    grading = Path(root) / "grading"
-    (grading / "autograded").mkdir(parents=True, exist_ok=True)
-    os.chmod(grading, 0o711)
-    for entry in grading.iterdir():
-        if entry.is_file():
-            os.chmod(entry, 0o600)
-        elif entry.name == "autograded":
-            os.chmod(entry, 0o711)
-            for student in entry.iterdir():
-                if student.is_dir():
-                    os.chmod(student, 0o711)
-                    for folder in student.iterdir():
-                        reclaim(folder)
-        elif entry.is_dir():
-            os.chmod(entry, 0o700)
-    still_open = []
-    solutions = Path(root) / "solutions"
+    grading, solutions = Path(root) / "grading", Path(root) / "solutions"
+    autograded = grading / "autograded"
+    autograded.mkdir(parents=True, exist_ok=True)
+    before = {path: path.stat().st_mode & 0o7777 for path in [grading, *grading.iterdir()]}
+    closing = [(grading, 0o711)] + [(p, 0o600 if p.is_file() else 0o711 if p == autograded else 0o700)
+                                    for p in grading.iterdir() if not p.is_symlink()]
     if solutions.is_dir():
+        before[solutions] = solutions.stat().st_mode & 0o7777
+        closing.append((solutions, 0o700))
+    for path, mode in closing:
         try:
-            os.chmod(solutions, 0o700)
+            os.chmod(path, mode)
         except OSError as e:
-            if solutions.stat().st_mode & 0o005:
-                still_open.append(f"{solutions} stays readable by student code ({e.strerror}): make it "
-                                  f"readable by the grader only where the course is built (the Dockerfile does)")
-    return still_open
+            if path == solutions and solutions.stat().st_mode & 0o005:
+                log(f"warning: {solutions} stays readable by student code ({e.strerror}): make it readable "
+                    f"by the grader only where the course is built (the Dockerfile does)")
+    for folder in autograded.glob("*/*"):
+        reclaim(folder)
+    try:
+        yield
+    finally:
+        for folder in autograded.glob("*/*"):
+            reclaim(folder, mode=0o755)
+        for student in autograded.iterdir():
+            if student.is_dir():
+                os.chmod(student, 0o755)
+        for path, mode in before.items():
+            try:
+                os.chmod(path, mode)
+            except OSError:
+                pass
 
 
-def reclaim(folder: Path) -> None:
+def reclaim(folder: Path, mode: int = 0o700) -> None:
     """Give a notebook's folder back to the grader once its kernel has ended (a later kernel may get its uid)."""
     if not folder.is_dir():
         return
     for path in [folder, *folder.rglob("*")]:
         if not path.is_symlink():
             os.chown(path, 0, 0)
-    os.chmod(folder, 0o700)
+    os.chmod(folder, mode)
 
 
 def kernelspec_dir(parent: Path) -> Path:

@@ -318,6 +318,10 @@ def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(c
     printed = "".join(o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
     for what in SNOOPED:
         assert f"REFUSED {what} PermissionError" in printed, printed
+    # Afterwards the workspace is open again to the instructor's own account, as before grading.
+    grading = course_copy / "grading"
+    for path in (grading, grading / "submitted", grading / "gradebook.db", grading / "autograded" / "zzz_snoop" / "day1"):
+        assert path.stat().st_mode & 0o004, path
 
 
 def test_a_detached_child_process_cannot_hold_the_batch_past_the_time_limit(course_copy):
