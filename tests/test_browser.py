@@ -320,7 +320,7 @@ def test_lecture_runs_and_its_slider_redraws(page, lab):
     slider = page.locator(".widget-slider", has_text="n_elements").first
     handle = slider.locator(".noUi-handle")
     summary = page.locator(".widget-html", has_text="triton.cdiv").first
-    drawing = page.locator(".widget-output img").first
+    drawing = page.locator("img.widget-image").first   # the drawing: PNG bytes in an Image widget
     with explained(page, "the tiling widget (n_elements slider, summary, drawing) is not shown"):
         expect(handle).to_have_attribute("aria-valuenow", "100.0")
         expect(summary).to_contain_text("triton.cdiv(100, 16)")
