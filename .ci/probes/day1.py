@@ -1,4 +1,4 @@
-"""GPU probe for Day 1 design choices (run on the lent GPU; not part of the suite).
+"""GPU probe for Day 1 design choices (run on a GPU machine without network; not part of the suite).
 
 1. bias + GELU kernel variants: 1-D with a modulo for the bias column vs 2-D tiles, block sizes, warps.
 2. Which eager ops run at the bytes/bandwidth model (candidates for the prediction exercise).
