@@ -10,8 +10,8 @@ its poll times out. The reply is found then, so the cell "succeeds" after exactl
 or a notebook makes no progress at all with the kernel idle in `epoll_wait`. Measured here on 2 busy
 cores, of 100 executions of a cell that redraws into an Output widget, 5 to 15 took exactly their
 20 s timeout; with the short polls below, 8 of 100 waited one poll (0.5 s); with the widget's sends
-held back as well, none did. This is the upstream report "when cell
-contains ipywidget, execute cell will sometimes block" (https://github.com/jupyter/nbclient/issues/312;
+held back as well, none did. This is the upstream report "when cell contains ipywidget, execute
+cell will sometimes block" (https://github.com/jupyter/nbclient/issues/312;
 a fix is proposed in pull request 311).
 
 The course works around it in two independent ways, both kept narrow:
@@ -31,9 +31,9 @@ import time
 from queue import Empty
 
 from nbclient import NotebookClient
+from nbclient.output_widget import OutputWidget
 from nbclient.util import run_sync
 from nbgrader.preprocessors import execute as nbgrader_execute
-from nbclient.output_widget import OutputWidget
 
 # How long one poll for a cell's reply waits before the socket is checked again (seconds).
 REPLY_POLL_S = 0.5
