@@ -16,8 +16,8 @@ Student code cannot reach past its own notebook where the grader runs as root (t
 every notebook's kernel then runs as a user of its own (grader/sandbox.py), so it cannot read or
 rewrite another student's submission, the gradebook, the solutions or the grader. A process that a
 notebook leaves behind, even one that detached itself into a session of its own, is found and killed
-when its notebook ends: the batch adopts orphans (Linux's child subreaper) and nbgrader's output goes to a file, not a pipe that such a
-process could hold open.
+when its notebook ends: the batch adopts orphans (Linux's child subreaper) and nbgrader's output goes
+to a file, not a pipe that such a process could hold open.
 """
 from __future__ import annotations
 
