@@ -104,6 +104,8 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
                 record.launches += 1
                 if caller_stream is not None and torch.cuda.current_stream() != caller_stream:
                     record.side_streams += 1
+            if callable(kwargs.get("grid")):
+                kwargs["grid"] = _watched_grid(kwargs["grid"])
             watcher.in_triton += 1
             try:
                 return _original(self, *args, **kwargs)
@@ -112,6 +114,17 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
 
         originals.append((cls, original))
         cls.run = run
+    def _watched_grid(grid):
+        # The launch calls a grid function (grid=lambda meta: ...) from inside itself, but it is the
+        # student's code: what it computes is watched like the rest of their function.
+        def watched(*args, **kwargs):
+            depth, watcher.in_triton = watcher.in_triton, 0
+            try:
+                return grid(*args, **kwargs)
+            finally:
+                watcher.in_triton = depth
+        return watched
+
     # Ways out of PyTorch that no ATen op shows: the data as a NumPy array or a Python list, to compute
     # with there (np.add(x, y) goes through __array__, np.from_dlpack(x) through __dlpack__). The
     # interpreter's own conversions, inside a launch, are Triton's.

@@ -95,15 +95,18 @@ def closed_workspace(root: Path, log=print):
     before = {path: path.stat().st_mode & 0o7777 for path in [grading, *grading.iterdir()]}
     closing = [(grading, 0o711)] + [(p, 0o600 if p.is_file() else 0o711 if p == autograded else 0o700)
                                     for p in grading.iterdir() if not p.is_symlink()]
-    if solutions.is_dir():
-        before[solutions] = solutions.stat().st_mode & 0o7777
-        closing.append((solutions, 0o700))
+    # The course's solutions, and those of the checkout the grader is installed from, if another one.
+    all_solutions = {solutions, Path(__file__).resolve().parent.parent / "solutions"}
+    for folder in all_solutions:
+        if folder.is_dir():
+            before[folder] = folder.stat().st_mode & 0o7777
+            closing.append((folder, 0o700))
     for path, mode in closing:
         try:
             os.chmod(path, mode)
         except OSError as e:
-            if path == solutions and solutions.stat().st_mode & 0o005:
-                log(f"warning: {solutions} stays readable by student code ({e.strerror}): make it readable "
+            if path in all_solutions and path.stat().st_mode & 0o005:
+                log(f"warning: {path} stays readable by student code ({e.strerror}): make it readable "
                     f"by the grader only where the course is built (the Dockerfile does)")
     for folder in autograded.glob("*/*"):
         reclaim(folder)

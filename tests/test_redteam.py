@@ -62,6 +62,16 @@ def _add_dlpack(x, y):
     return torch.from_numpy(np.from_dlpack(x) + np.from_dlpack(y))
 
 
+def _add_in_the_grid_function(x, y):
+    out = torch.empty_like(x)
+
+    def grid(meta):               # Triton calls it during the launch, where the guard used to look away
+        out.copy_(x + y)
+        return (1,)
+    _token_kernel[grid](out, 1, BLOCK_SIZE=16)
+    return out
+
+
 def _add_in_a_thread(x, y):
     import concurrent.futures
     _token_launch()
@@ -102,6 +112,7 @@ def _softmax_numpy(x):
     pytest.param("day2.softmax", _softmax_numpy, id="numpy-softmax"),
     pytest.param("day1.vector_add", _add_python, id="python-lists"),
     pytest.param("day1.vector_add", _add_dlpack, id="numpy-from-dlpack"),
+    pytest.param("day1.vector_add", _add_in_the_grid_function, id="grid-function"),
     pytest.param("day1.vector_add", _add_in_a_thread, id="thread", marks=xfail(
         strict=True, reason="open: TorchDispatchMode is thread-local, so torch.add in a worker thread is not seen by "
                            "grader.check; a submission cannot start one (code_rules forbids threading, concurrent, "
@@ -300,7 +311,8 @@ def _require_sandbox():
 # Paths from a kernel's working folder, grading/autograded/<student>/day1: what a snooping student tries.
 SNOOPED = {"classmates' submissions": "../../../submitted", "the gradebook": "../../../gradebook.db",
            "the feedback": "../../../feedback", "the solutions": "../../../../solutions/day1/vector_add.ipynb",
-           "a classmate's autograded notebook": "../../aaa_victim/day1/vector_add.ipynb"}
+           "a classmate's autograded notebook": "../../aaa_victim/day1/vector_add.ipynb",
+           "the solutions of the grader's own checkout": str(REPO / "solutions" / "day1" / "vector_add.ipynb")}
 
 
 def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(course_copy):
