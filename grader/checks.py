@@ -249,16 +249,27 @@ class SpeedResult:
         return "\n".join(lines)
 
 
-def _timed_calls(spec, fn, args) -> dict:
-    """What is timed: the forward call, or for a backward exercise one backward pass through the graph."""
+def student_call(spec, fn, args):
+    """What is timed of the student's: the forward call, or for a backward exercise one backward pass."""
     if not spec.backward:
-        return {"baseline": lambda: spec.baseline(*args), "yours": lambda: fn(*args)}
+        return lambda: fn(*args)
     y, leaves = _student_graph(spec, fn, args, "the timed shape")
+    dy = torch.randn_like(y)
+    return lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True)
+
+
+def baseline_call(spec, args):
+    """The same for the exercise's PyTorch baseline."""
+    if not spec.backward:
+        return lambda: spec.baseline(*args)
     base_leaves = [a.detach().clone().requires_grad_() if a.is_floating_point() else a for a in args]
     y_base = spec.baseline(*base_leaves)
-    dy = torch.randn_like(y)
-    return {"baseline": lambda: torch.autograd.grad(y_base, _differentiable(base_leaves), dy, retain_graph=True),
-            "yours": lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True)}
+    dy = torch.randn_like(y_base)
+    return lambda: torch.autograd.grad(y_base, _differentiable(base_leaves), dy, retain_graph=True)
+
+
+def _timed_calls(spec, fn, args) -> dict:
+    return {"baseline": baseline_call(spec, args), "yours": student_call(spec, fn, args)}
 
 
 def every_call_computes(spec, call, args, record):

@@ -95,6 +95,9 @@ def autograde_days(days: list, timeout_s: float = 1800) -> tuple:
                 results.append(Result(f"autograde {run.student}", f"{day}/{run.notebook}",
                                       run.seconds, run.status == "graded", run.reason))
         _nbgrader(root, "export", "--to", "grades.csv")
+        keep = os.environ.get("GRADER_ARTIFACTS")  # where to keep the graded notebooks, for the record
+        if keep:
+            shutil.make_archive(os.path.join(keep, "autograded"), "zip", root / "grading" / "autograded")
         for row in csv.DictReader(open(root / "grades.csv")):
             scores[(row["assignment"], row["student_id"])] = (float(row["score"]), float(row["max_score"]))
     return results, scores

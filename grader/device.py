@@ -181,16 +181,20 @@ def _switch_on_interpreter() -> None:
         pass
 
 
+def probe(force_cpu: bool = False) -> Device:
+    """The device this process would use, switching nothing on (the grading checker asks this)."""
+    force_cpu = force_cpu or os.environ.get("GRADER_FORCE_CPU") == "1"
+    if torch.cuda.is_available() and not force_cpu:
+        return device_from_properties(torch.cuda.get_device_properties(0), torch.__version__, _triton_version())
+    return Device("cpu", "CPU (Triton interpreter)", None, torch.__version__, _triton_version())
+
+
 def detect(force_cpu: bool = False) -> Device:
     """Find the device without printing. `force_cpu` (or GRADER_FORCE_CPU=1) ignores any GPU."""
     global _current
-    force_cpu = force_cpu or os.environ.get("GRADER_FORCE_CPU") == "1"
-    if torch.cuda.is_available() and not force_cpu:
-        _current = device_from_properties(torch.cuda.get_device_properties(0), torch.__version__,
-                                          _triton_version())
-    else:
+    _current = probe(force_cpu)
+    if not _current.is_gpu:
         _switch_on_interpreter()
-        _current = Device("cpu", "CPU (Triton interpreter)", None, torch.__version__, _triton_version())
     return _current
 
 

@@ -27,8 +27,11 @@ affected. `tests/test_headless.py` is the stress test.
 """
 from __future__ import annotations
 
+import os
 import time
 from queue import Empty
+
+import nbformat
 
 from nbclient import NotebookClient
 from nbclient.output_widget import OutputWidget
@@ -96,5 +99,83 @@ class HeadlessClient(HeadlessMixin, NotebookClient):
     """nbclient's NotebookClient with the fixes above: what `course-grader course-run` executes with."""
 
 
+# The instructor's secret seed for the hidden cases: read by the checker, never given to a kernel.
+SECRET_SEED_ENV = "GRADER_SECRET_SEED"
+
+
+def _is_graded_test(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
 class Execute(HeadlessMixin, nbgrader_execute.Execute):
-    """nbgrader's autograde executor with the fixes above (nbgrader_config.py names it)."""
+    """nbgrader's autograde executor with the fixes above (nbgrader_config.py names it), and the checker.
+
+    While nbgrader autogrades, a graded test cell made of the course's checks (`grader.check(...)`) is
+    not run in the student's kernel: the checker (`grader.checker`), in this process, computes its
+    verdict and writes the cell's outputs, which is what nbgrader scores. Any other cell runs as usual.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._secret_seed = os.environ.pop(SECRET_SEED_ENV, None)  # before any kernel starts
+        self._checker = None
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        calls = None
+        if os.environ.get("NBGRADER_EXECUTION") == "autograde" and _is_graded_test(cell):
+            from .checker.cells import graded_calls
+            calls = graded_calls(cell.source)
+        if calls is None:
+            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        outcome = await self._get_checker(cell_index).outcome(calls)
+        cell.outputs = _outputs_of(outcome, execution_count)
+        cell.execution_count = execution_count
+        self.nb["cells"][cell_index] = cell  # nbclient put the checker's requests there
+        return cell
+
+    def _get_checker(self, cell_index):
+        if self._checker is None:
+            from .checker.exchange import Exchange
+            from .checker.verdicts import Checker
+            self._exchange = Exchange(self._kernel_uid())
+            self._checker = Checker(self._run_in_kernel, self._exchange, self._secret_seed)
+        self._checker_cell_index = cell_index
+        return self._checker
+
+    def _kernel_uid(self) -> int | None:
+        """The user the kernel runs as: under the grading sandbox one of its own, else ours."""
+        from . import sandbox
+        if self.kernel_name == sandbox.KERNEL_NAME and hasattr(os, "geteuid") and os.geteuid() == 0:
+            return sandbox.kernel_uid(self.km.provisioner.pid)
+        return None
+
+    async def _run_in_kernel(self, code: str) -> str | None:
+        """Run code in the kernel as a cell of its own that nobody sees; its error as text, or None."""
+        cell = nbformat.v4.new_code_cell(code)
+        await HeadlessMixin.async_execute_cell(self, cell, self._checker_cell_index, store_history=False)
+        errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+        return f"{errors[0].get('ename')}: {errors[0].get('evalue')}" if errors else None
+
+    def preprocess(self, *args, **kwargs):
+        try:
+            return super().preprocess(*args, **kwargs)
+        finally:
+            if self._checker is not None:
+                self._exchange.close()
+                self._checker = None
+
+
+def _outputs_of(outcome, execution_count) -> list:
+    """A graded cell's outputs from the checker's outcome, in the form nbgrader scores."""
+    outputs = []
+    if outcome.lines:
+        outputs.append(nbformat.v4.new_output("stream", name="stdout", text="\n".join(outcome.lines) + "\n"))
+    if outcome.error:
+        name, message = outcome.error
+        outputs.append(nbformat.v4.new_output("error", ename=name, evalue=message,
+                                              traceback=[f"\x1b[0;31m{name}\x1b[0m: {message}"]))
+    elif outcome.points is not None:
+        outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": repr(outcome.points)},
+                                              execution_count=execution_count))
+    return outputs

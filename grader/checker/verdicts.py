@@ -1,0 +1,237 @@
+"""The checker's verdicts: correctness, prediction and speed, decided outside the student's process.
+
+For each case the checker draws a seed (from the instructor's secret seed if one is set, else fresh
+randomness), has the student's kernel run the function on the inputs that seed makes
+(`grader.serve`), makes the same inputs itself, computes the expected values and compares. The
+student's process never holds an expected value, a hidden case before it is asked, or the seed of a
+case it has not yet been given. A prediction is asked for on the visible cases and on random ones and
+judged here; a failure says which way it is off, never the answer.
+
+Speed: the student's function is timed in its kernel (the grader's timing code, there), the PyTorch
+baseline here, in a process that never ran student code, before and after the student's; the result
+at the timed size is checked here once more after timing, and a time beyond what the GPU can
+physically do is not credited.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import device as _device
+from .. import exercises, hardware, serve, timing
+from ..checks import (HIDDEN_PREDICTION_CASES, PLACEMENTS, SPACER_MIB, SpeedResult, _as_tuple, _compare_outputs,
+                      _differentiable, _dtype_name, baseline_call, how_far)
+from ..compare import CheckFailed
+from ..quiet import stderr_to_stdout
+from .exchange import ExchangeError
+
+# Results beyond these fractions of the GPU's ceilings are not physically possible: a kernel timed
+# there skipped work (or the timing was fooled), and it is not credited.
+CEILING_MARGIN = 1.05
+
+
+class NoGPU(RuntimeError):
+    """A check that needs a GPU ran where the grader has none: it earns no points."""
+
+
+@dataclass
+class Outcome:
+    """What a graded cell shows and scores: text, then either an error (0 points) or partial points."""
+    lines: list = field(default_factory=list)
+    error: tuple | None = None      # (name, message)
+    points: float | None = None
+
+
+class Checker:
+    """The verdicts of one notebook's graded cells. `run_in_kernel(code)` runs code in the student's
+    kernel and returns its error as text, or None."""
+
+    def __init__(self, run_in_kernel, exchange, secret_seed: str | None = None, force_cpu: bool = False):
+        self.run_in_kernel = run_in_kernel
+        self.exchange = exchange
+        self.rng = random.Random(int(secret_seed)) if secret_seed else random.SystemRandom()
+        self.dev = _device.probe(force_cpu)
+
+    async def outcome(self, calls) -> Outcome:
+        """Run the graded cell's checks in order; the first failure ends the cell, as an exception would."""
+        outcome = Outcome()
+        for call in calls:
+            try:
+                method = {"check": self.check, "check_speed": self.check_speed,
+                          "check_prediction": self.check_prediction,
+                          "check_prediction_on_gpu": self.check_prediction_on_gpu}[call.kind]
+                lines, points = await method(call)
+            except CheckFailed as e:
+                outcome.error = ("CheckFailed", str(e))
+                return outcome
+            except NoGPU as e:
+                outcome.error = ("GPURequired", str(e))
+                return outcome
+            outcome.lines += lines
+            if points is not None:
+                outcome.points = points
+        return outcome
+
+    # -- talking to the kernel ------------------------------------------------------------------------
+
+    async def _ask(self, title: str, call, function: str, *arguments) -> dict:
+        """Run `grader.serve.<function>(<student function>, arguments..., folder, request)` in the kernel."""
+        request = self.exchange.new_request()
+        args = ", ".join([call.function, *map(repr, arguments), repr(self.exchange.folder), repr(request)])
+        code = f"__import__('grader.serve', fromlist=['serve']).{function}({args})"
+        error = await self.run_in_kernel(code)
+        try:
+            result = self.exchange.result(request)
+        except ExchangeError as e:
+            raise CheckFailed(f"{title}: the grader could not read what your notebook handed over: {e}.") from None
+        if result is None:
+            raise CheckFailed(f"{title}: the grader could not call your function `{call.function}`"
+                              + (f": {error}" if error else " (it handed nothing back).")) from None
+        if not result.get("ok"):
+            raise CheckFailed(str(result.get("message", f"{title}: failed"))[:4000])
+        result["request"] = request
+        return result
+
+    def _outputs(self, title: str, result: dict, limit: int) -> tuple:
+        try:
+            return tuple(self.exchange.tensor(d, self.dev.torch_device, limit) for d in result.get("outputs", ()))
+        except ExchangeError as e:
+            raise CheckFailed(f"{title}: the grader could not read your function's output: {e}.") from None
+        finally:
+            self.exchange.forget(result["request"])
+
+    # -- correctness ------------------------------------------------------------------------------------
+
+    async def _case(self, spec, call, index: int, dtype) -> None:
+        seed = self.rng.randrange(2**31)
+        device = self.dev.torch_device
+        shape = serve.case_shape(spec, self.dev.is_gpu, index)
+        args, gen = serve.case_inputs(spec, shape, dtype, device, seed)
+        label = f"shape {shape}, {_dtype_name(dtype)}"
+        dy_shape = None
+        if spec.backward:
+            ref_leaves = [a.detach().double().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
+                          else a for a in args]
+            y_ref = spec.reference(*ref_leaves)
+            dy_shape = list(y_ref.shape)
+            dy = serve.output_gradient(gen, dy_shape, dtype, device)
+            expected = tuple(g.to(dtype) for g in torch.autograd.grad(y_ref, _differentiable(ref_leaves), dy.double()))
+        else:
+            expected = _as_tuple(spec.reference(*args))
+        result = await self._ask(spec.title, call, "kernel_case", call.key, index, _dtype_name(dtype), device, seed,
+                                 dy_shape)
+        limit = 4 * max([e.numel() * e.element_size() for e in expected] + [0]) + 2**20
+        got = self._outputs(spec.title, result, limit)
+        _compare_outputs(spec, got, expected, dtype, label)
+
+    async def check(self, call):
+        spec = exercises.get(call.key)
+        shapes = serve.case_shapes(spec, self.dev.is_gpu)
+        visible = len(spec.gpu_shapes if self.dev.is_gpu else spec.cpu_shapes)
+        indices = range(len(shapes) if call.hidden else visible)
+        dtypes = spec.dtypes(self.dev)
+        for dtype in dtypes:
+            for index in indices:
+                await self._case(spec, call, index, dtype)
+        kind = "hidden and visible" if call.hidden else "visible"
+        return [f"OK: {spec.title} is correct on {len(indices)} {kind} shapes x "
+                f"{', '.join(_dtype_name(d) for d in dtypes)} (checked by the grader's own process)."], None
+
+    # -- predictions -------------------------------------------------------------------------------------
+
+    async def _answers(self, spec, call, cases) -> list:
+        result = await self._ask(spec.title, call, "predictions", [list(c) for c in cases])
+        self.exchange.forget(result["request"])
+        answers = result.get("answers")
+        if not isinstance(answers, list) or len(answers) != len(cases) or \
+                not all(isinstance(a, (int, float)) for a in answers):
+            raise CheckFailed(f"{spec.title}: your function's answers could not be read as numbers.")
+        return [float(a) for a in answers]
+
+    async def check_prediction(self, call):
+        spec = exercises.get(call.key)
+        hidden = [spec.sample(self.rng) for _ in range(HIDDEN_PREDICTION_CASES)] if spec.sample else []
+        cases = list(spec.cases) + hidden
+        for case, got in zip(cases, await self._answers(spec, call, cases)):
+            want = spec.model(*case)
+            if not abs(got - want) <= spec.formula_tolerance * abs(want):
+                raise CheckFailed(f"{spec.title}: for arguments {tuple(case)} your answer, {got:.4g} {spec.unit}, "
+                                  f"is {how_far(got, want)}; within {100 * spec.formula_tolerance:g}% of the "
+                                  f"model passes.\n  hint: {spec.hint}")
+        return [f"OK: {spec.title} is right on {len(spec.cases)} cases and {len(hidden)} hidden ones "
+                f"(checked by the grader's own process)."], None
+
+    def _need_gpu(self, what: str):
+        if not self.dev.is_gpu:
+            raise NoGPU(f"{what} needs a CUDA GPU, and the grading machine has none: nothing was measured. "
+                        f"Speed is graded on the instructor's GPU; here it scores 0.")
+
+    async def check_prediction_on_gpu(self, call):
+        spec = exercises.get(call.key)
+        self._need_gpu(f"Checking the {spec.title} against a measurement")
+        bandwidth = timing.copy_bandwidth_gbs()
+        case, measured = spec.measure(bandwidth, self.rng.randrange(2**25, 2**27 + 1, 2**20))
+        (predicted,) = await self._answers(spec, call, [case])
+        off = abs(predicted - measured) / measured
+        lines = [f"{spec.title} on {self.dev.name} (measured copy bandwidth {bandwidth:.0f} GB/s), arguments {case}:",
+                 f"  predicted {predicted:.4f} ms, measured {measured:.4f} ms: off by {100 * off:.0f}% "
+                 f"(allowed {100 * spec.gpu_tolerance:.0f}%)"]
+        if off > spec.gpu_tolerance:
+            raise CheckFailed("\n".join(lines) + f"\n{spec.title}: your prediction is {predicted / measured:.2f}x "
+                              f"the measured time.\n  hint: {spec.hint}")
+        return lines, None
+
+    # -- speed ---------------------------------------------------------------------------------------
+
+    def _time_baseline(self, spec, dtype) -> list:
+        """Medians of the baseline over the same input placements as the student's, in this process."""
+        gen = torch.Generator(device="cuda").manual_seed(self.rng.randrange(2**31))
+        medians, spacers = [], []
+        for mib in SPACER_MIB[:PLACEMENTS]:
+            spacers.append(torch.empty(mib * 2**20 + 4096, dtype=torch.uint8, device="cuda"))
+            args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
+            with stderr_to_stdout():
+                medians.append(timing.compare({"baseline": baseline_call(spec, args)},
+                                              budget_ms=200 / PLACEMENTS)["baseline"])
+        return medians
+
+    async def check_speed(self, call):
+        spec = exercises.get(call.key)
+        self._need_gpu(f"The speed check of {spec.title}")
+        dtype = spec.timed_dtype(self.dev)
+        # A wrong result is worth nothing however fast: checked at the timed size before and after.
+        await self._case(spec, call, serve.SPEED, dtype)
+        before = self._time_baseline(spec, dtype)
+        timed = await self._ask(spec.title, call, "time_student", call.key, _dtype_name(dtype),
+                                self.rng.randrange(2**31))
+        self.exchange.forget(timed["request"])
+        after = self._time_baseline(spec, dtype)
+        await self._case(spec, call, serve.SPEED, dtype)
+        try:
+            yours = float(timed["ms"])
+            placements = [float(x) for x in timed["placements"]]
+        except (KeyError, TypeError, ValueError):
+            raise CheckFailed(f"{spec.title}: the timing of your function could not be read.") from None
+        if not yours > 0:
+            raise CheckFailed(f"{spec.title}: your function's timing ({yours}) is not a positive time.")
+        baseline = before + after
+        result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), self.dev.name,
+                             spec.timed_baseline_name(), yours, statistics.median(baseline), spec.target)
+        if spec.bytes_moved:
+            result.gbs = spec.bytes_moved(spec.speed_shape, dtype) / (yours * 1e-3) / 1e9
+            result.ceiling_gbs = timing.copy_bandwidth_gbs()
+        if spec.flops:
+            result.tflops = spec.flops(spec.speed_shape, dtype) / (yours * 1e-3) / 1e12
+            result.peak_tflops = hardware.peak_tflops(self.dev.name)
+        lines = result.report().splitlines()
+        beyond = (result.gbs is not None and result.gbs > CEILING_MARGIN * result.ceiling_gbs) or \
+            (result.tflops is not None and result.peak_tflops and result.tflops > CEILING_MARGIN * result.peak_tflops)
+        if beyond:
+            raise CheckFailed("\n".join(lines) + f"\n{spec.title}: this time is beyond what {self.dev.name} can "
+                              f"physically do, so the work was not all done in the timed calls: not credited.")
+        points = round(result.credit * call.points, 4)
+        lines.append(f"  speed score: {points:.2f} of {call.points:g} (timed and scored by the grader's own process)")
+        return lines, points

@@ -1,0 +1,137 @@
+"""The student's side of a graded check: call the student's function on request, hand the results over.
+
+At grading time the verdict of every graded cell comes from the grading checker (`grader.checker`),
+which runs in nbgrader's process, never in the student's. It asks the notebook's kernel, through the
+functions below, to call the student's function on inputs made from a seed it chooses for that one
+case, and to write what the function returned into an exchange folder that the checker created for
+this kernel. The checker makes the same inputs itself, computes the expected values, and compares.
+
+Everything here runs in the student's process, so nothing here is trusted: a notebook that replaces
+these functions can only hand over wrong results or none, which fail. What is kept here is the
+in-process layer that helps honest students (the guard's launch count and PyTorch-op watch, poisoned
+allocations, unchanged inputs): its messages explain a failure, but a pass is decided by the checker.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import traceback
+
+import torch
+
+from . import exercises, timing
+from .checks import (PLACEMENTS, SPACER_MIB, _as_tuple, _plain, _student_grads, _student_graph,
+                     every_call_computes, run_student, student_call)
+from .compare import CheckFailed
+from .guard import watch
+from .quiet import stderr_to_stdout
+
+
+# The index that names the timed shape among a kernel exercise's cases.
+SPEED = -1
+
+
+def case_shapes(spec, gpu: bool) -> tuple:
+    """Every shape a kernel exercise is checked on, visible then hidden: cases are named by index."""
+    return spec.gpu_shapes + spec.hidden_gpu_shapes if gpu else spec.cpu_shapes + spec.hidden_cpu_shapes
+
+
+def case_shape(spec, gpu: bool, index: int):
+    return spec.speed_shape if index == SPEED else case_shapes(spec, gpu)[index]
+
+
+def case_inputs(spec, shape, dtype, device: str, seed: int):
+    """The inputs of one case and the generator that made them, from the case's seed: the checker
+    makes the very same ones in its own process."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return spec.make_inputs(shape, dtype, device, gen), gen
+
+
+def output_gradient(gen, shape, dtype, device: str) -> torch.Tensor:
+    """The gradient a backward case feeds in, drawn from the case's generator after its inputs."""
+    return torch.randn(tuple(shape), generator=gen, device=device).to(dtype)
+
+
+def _write(folder: str, request: str, result: dict, tensors=()) -> None:
+    """The result of one request: tensors as raw bytes, then a JSON summary written last."""
+    described = []
+    for i, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor):
+            raise CheckFailed(f"your function returned a {type(t).__name__} where a tensor was expected.")
+        data = t.detach().contiguous().cpu()
+        name = f"{request}-{i}.bin"
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+        described.append({"file": name, "dtype": str(data.dtype).replace("torch.", ""),
+                          "shape": list(data.shape), "device": t.device.type})
+    result["outputs"] = described
+    with open(os.path.join(folder, f"{request}.json"), "w") as f:
+        json.dump(result, f)
+
+
+def _failed(folder: str, request: str, message: str) -> None:
+    with open(os.path.join(folder, f"{request}.json"), "w") as f:
+        json.dump({"ok": False, "message": message}, f)
+
+
+def kernel_case(fn, key: str, index: int, dtype_name: str, device: str, seed: int, dy_shape, folder: str,
+                request: str) -> None:
+    """Run the student's function on case `index` and write its outputs (or why it failed)."""
+    spec = exercises.get(key)
+    shape = case_shape(spec, device == "cuda", index)
+    dtype = getattr(torch, dtype_name)
+    label = f"shape {shape}, {dtype_name}"
+    try:
+        args, gen = case_inputs(spec, shape, dtype, device, seed)
+        if spec.backward:
+            dy = output_gradient(gen, dy_shape, dtype, device)
+            y, leaves = _student_graph(spec, fn, args, label)
+            outputs = _student_grads(spec, y, leaves, dy, label)
+        else:
+            outputs = _plain(spec, _as_tuple(run_student(spec, fn, args, label)), label)
+        _write(folder, request, {"ok": True}, outputs)
+    except CheckFailed as e:
+        _failed(folder, request, str(e))
+
+
+def predictions(fn, cases: list, folder: str, request: str) -> None:
+    """The student's prediction for each case, as numbers (or the error it raised)."""
+    answers = []
+    for case in cases:
+        try:
+            answers.append(float(fn(*case)))
+        except Exception as e:
+            _failed(folder, request, f"your function raised {type(e).__name__}: {e} for arguments {tuple(case)}.")
+            return
+    _write(folder, request, {"ok": True, "answers": answers})
+
+
+def time_student(fn, key: str, dtype_name: str, seed: int, folder: str, request: str) -> None:
+    """Median milliseconds of the student's function at the timed shape, over several input placements.
+
+    Only the student's function is timed here; the PyTorch baseline is timed by the checker in a
+    process that never ran student code.
+    """
+    spec = exercises.get(key)
+    dtype = getattr(torch, dtype_name)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    medians, spacers = [], []
+    try:
+        with watch(poison=False, ops=False) as record:  # counts launches only: nothing slows the calls
+            for mib in SPACER_MIB[:PLACEMENTS]:
+                spacers.append(torch.empty(mib * 2**20 + 4096, dtype=torch.uint8, device="cuda"))
+                args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
+                call = student_call(spec, fn, args)
+                call = every_call_computes(spec, call, args, record)
+                with stderr_to_stdout():
+                    medians.append(timing.compare({"yours": call}, budget_ms=200 / PLACEMENTS)["yours"])
+    except CheckFailed as e:
+        _failed(folder, request, str(e))
+        return
+    except Exception as e:
+        tb = traceback.format_exception(type(e), e, e.__traceback__)
+        _failed(folder, request, f"{spec.title}: your function raised while it was timed:\n" + "".join(tb[-3:]).rstrip())
+        return
+    _write(folder, request, {"ok": True, "ms": statistics.median(medians), "placements": medians})
+
