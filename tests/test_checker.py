@@ -1,0 +1,220 @@
+"""The grading checker (grader/checker): graded cells read right, the exchange read with care, and
+verdicts that a notebook cannot fake, through the real pipeline (sanitize, the batch, nbgrader)."""
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import nbformat
+import pytest
+import torch
+
+import classroom
+from adversarial_class import cell, filled, insert_before
+from conftest import DEVICE, nbgrader
+from grader import batch, serve, submissions
+from grader.checker.cells import GradedCall, graded_calls
+from grader.checker.exchange import Exchange, ExchangeError
+
+
+# ---------------------------------------------------------------------------------------------------
+# Which cells the checker takes over
+
+def test_the_course_s_graded_cells_are_read_as_checks():
+    source = ('grader.check("day1.vector_add", add)\n### BEGIN HIDDEN TESTS\n'
+              'grader.check("day1.vector_add", add, hidden=True)\n### END HIDDEN TESTS')
+    assert graded_calls(source) == [GradedCall("check", "day1.vector_add", "add"),
+                                    GradedCall("check", "day1.vector_add", "add", hidden=True)]
+    assert graded_calls('grader.check_speed("day3.matmul", mod.matmul, points=2)') == [
+        GradedCall("check_speed", "day3.matmul", "mod.matmul", points=2.0)]
+
+
+@pytest.mark.parametrize("source", [
+    'x = 1\ngrader.check("day1.vector_add", add)',              # anything else in the cell
+    'grader.check("day1.vector_add", lambda x, y: x + y)',       # not a name
+    'grader.check(key, add)',                                    # the key not written out
+    'grader.check("day1.vector_add", add, hidden=flag)',         # an option not written out
+    'grader.check("day1.vector_add", add, tolerance=1)',         # an option the check has not
+    'grader.credit(1, 2)', '', 'grader.check(',
+])
+def test_any_other_cell_runs_as_written(source):
+    assert graded_calls(source) is None
+
+
+# ---------------------------------------------------------------------------------------------------
+# The exchange: what the checker (root, at grading time) agrees to read
+
+@pytest.fixture
+def exchange():
+    ex = Exchange()
+    yield ex
+    ex.close()
+
+
+def _described(ex, request, tensor):
+    serve._write(ex.folder, request, {"ok": True}, [tensor])
+    return ex.result(request)["outputs"][0]
+
+
+def test_outputs_come_back_bit_for_bit(exchange):
+    for t in (torch.tensor(2.5), torch.randn(3, 5).to(torch.bfloat16), torch.zeros(0, 4),
+              torch.tensor([True, False]), torch.randn(7, 3).t()):
+        got = exchange.tensor(_described(exchange, exchange.new_request(), t), "cpu", 1 << 20)
+        assert got.dtype == t.dtype and torch.equal(got, t)
+
+
+def test_a_link_in_place_of_a_result_is_not_followed(exchange, tmp_path):
+    secret = tmp_path / "gradebook.json"
+    secret.write_text('{"ok": true}')
+    os.symlink(secret, os.path.join(exchange.folder, "r1.json"))
+    with pytest.raises(ExchangeError, match="cannot be opened"):
+        exchange.result("r1")
+
+
+def test_a_hard_link_to_another_file_is_refused(exchange):
+    described = _described(exchange, "r1", torch.ones(4))
+    os.link(os.path.join(exchange.folder, described["file"]), os.path.join(exchange.folder, "copy.bin"))
+    with pytest.raises(ExchangeError, match="not a file the notebook's kernel wrote"):
+        exchange.tensor(described, "cpu", 1 << 20)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a file another user owns")
+def test_a_file_of_another_user_is_refused(exchange):
+    described = _described(exchange, "r1", torch.ones(4))
+    os.chown(os.path.join(exchange.folder, described["file"]), 12345, 12345)
+    with pytest.raises(ExchangeError, match="not a file the notebook's kernel wrote"):
+        exchange.tensor(described, "cpu", 1 << 20)
+
+
+def test_sizes_and_types_are_bounded(exchange):
+    described = _described(exchange, "r1", torch.ones(1000))
+    with pytest.raises(ExchangeError, match="more than the 100 expected"):
+        exchange.tensor(described, "cpu", 100)                       # more than the answer can need
+    with pytest.raises(ExchangeError, match="no dtype"):
+        exchange.tensor(dict(described, dtype="object"), "cpu", 1 << 20)
+    with pytest.raises(ExchangeError, match="is not 8000 bytes long"):
+        exchange.tensor(dict(described, shape=[2000]), "cpu", 1 << 20)  # claims more than it wrote
+    with pytest.raises(ExchangeError, match="outside the exchange folder"):
+        exchange.tensor(dict(described, file="../r1-0.bin"), "cpu", 1 << 20)
+    with open(os.path.join(exchange.folder, "r2.json"), "w") as f:
+        f.write("not json")
+    with pytest.raises(ExchangeError, match="not JSON"):
+        exchange.result("r2")
+    assert exchange.result("r3") is None                              # nothing handed over
+
+
+# ---------------------------------------------------------------------------------------------------
+# Through the real pipeline: day 1's vector_add and predictions, graded as a class
+
+WRONG_ADD = {"tl.store(out_ptr + offsets, x + y, mask=mask)": "tl.store(out_ptr + offsets, x - y, mask=mask)"}
+SEED = "424242"
+
+# student -> (notebook, the notebook, points of the graded cell(s) named, what it tries)
+def _class():
+    def wrong(*cells_before):
+        nb = filled("day1", "vector_add", WRONG_ADD)
+        for source in cells_before:
+            insert_before(nb, "add", textwrap.dedent(source))
+        return nb
+
+    tabulated = filled("day1", "predict_runtime")
+    table = {(2**20, 1000.0): 0.012582912, (10**8, 3350.0): 0.35820895522388063, (12_345, 900.0): 0.00016460}
+    cell(tabulated, next(c.metadata["nbgrader"]["grade_id"] for c in tabulated.cells
+                         if "def predict_add_ms" in c.source)).source = (
+        f"TABLE = {table!r}\n\ndef predict_add_ms(n, bandwidth_gbs):\n"
+        f"    return TABLE.get((n, bandwidth_gbs), 1.0)\n\n"
+        f"def predict_mul_add_eager_ms(n, bandwidth_gbs):\n    return 6 * n * 4 / (bandwidth_gbs * 1e9) * 1e3\n")
+    honest = filled("day1", "vector_add")
+    insert_before(honest, "add", 'import os\nprint("SEED SEEN:", os.environ.get("GRADER_SECRET_SEED"))')
+    return {
+        "honest": ("vector_add", honest, {"test_add_correct": 3}),
+        "wrong": ("vector_add", wrong(), {"test_add_correct": 0}),
+        # grader.check replaced through objects no submission rule names: it no longer decides anything
+        "replaces_check": ("vector_add", wrong('''
+            import operator
+            operator.setitem(operator.attrgetter("__dict__")(grader), "check", lambda *a, **k: None)
+            '''), {"test_add_correct": 0}),
+        # the kernel's side of the protocol replaced: it hands back nothing, or a forged summary
+        # (reached the way replaces_check reaches grader.check, which no submission rule names)
+        "hands_back_nothing": ("vector_add", wrong('''
+            import operator
+            served = operator.attrgetter("__dict__")(operator.attrgetter("serve")(grader))
+            operator.setitem(served, "kernel_case", lambda *a, **k: None)
+            '''), {"test_add_correct": 0}),
+        "forged_summary": ("vector_add", wrong('''
+            import json, operator, os
+            def forged(fn, key, index, dtype, device, seed, dy_shape, folder, request):
+                os.symlink("/etc/hostname", os.path.join(folder, request + "-0.bin"))
+                json.dump({"ok": True, "outputs": [{"file": request + "-0.bin", "dtype": "uint8",
+                           "shape": [4], "device": "cpu"}]}, open(os.path.join(folder, request + ".json"), "w"))
+            served = operator.attrgetter("__dict__")(operator.attrgetter("serve")(grader))
+            operator.setitem(served, "kernel_case", forged)
+            '''), {"test_add_correct": 0}),
+        # answers copied for the visible cases only: the checker's random cases catch them
+        "tabulated": ("predict_runtime", tabulated, {"test_predict_add_model": 0, "test_predict_mul_add_model": 1}),
+    }
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    root = classroom.copy_course(tmp_path_factory.mktemp("checker") / "course")
+    students = _class()
+    nbgrader(root, "generate_assignment", "day1", "--force")
+    for student, (name, nb, _) in students.items():
+        classroom.submit(root, student, "day1", name, nb)
+    submissions.sanitize_day(root / "grading" / "submitted", root / "exercises" / "day1", "day1")
+    os.environ["GRADER_SECRET_SEED"] = SEED
+    try:
+        batch.autograde_day(root, "day1", timeout_s=300, students=list(students), log=lambda *a: None)
+    finally:
+        del os.environ["GRADER_SECRET_SEED"]
+    return root, students
+
+
+def _graded_cells(root, student, name):
+    nb = nbformat.read(root / "grading" / "autograded" / student / "day1" / f"{name}.ipynb", as_version=4)
+    return nb, {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
+                if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
+
+
+def _points(c) -> float:
+    for o in c.outputs:
+        if o.output_type == "error":
+            return 0.0
+        if o.output_type == "execute_result":
+            return float(o.data["text/plain"])
+    return float(c.metadata["nbgrader"]["points"])
+
+
+@pytest.mark.parametrize("student", list(_class()))
+def test_the_checker_s_verdict_is_what_is_scored(graded_class, student):
+    root, students = graded_class
+    name, _, expected = students[student]
+    nb, graded = _graded_cells(root, student, name)
+    for grade_id, points in expected.items():
+        assert _points(graded[grade_id]) == points, (student, grade_id, graded[grade_id].outputs)
+        text = json.dumps(graded[grade_id].outputs)
+        # The verdict is the checker's own (not a cell the kernel ran), and a failure says why.
+        assert "checked by the grader's own process" in text or "CheckFailed" in text, text
+    if not DEVICE.is_gpu:
+        speed = graded.get("test_add_speed")
+        assert speed is None or _points(speed) == 0
+
+
+def test_the_kernel_never_holds_the_secret_seed(graded_class):
+    root, _ = graded_class
+    nb, _ = _graded_cells(root, "honest", "vector_add")
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "SEED SEEN: None" in printed and SEED not in printed
+
+
+def test_failures_say_what_is_wrong_without_the_expected_prediction(graded_class):
+    root, _ = graded_class
+    _, graded = _graded_cells(root, "tabulated", "predict_runtime")
+    message = json.dumps(graded["test_predict_add_model"].outputs)
+    assert "too high" in message or "too low" in message
+    _, graded = _graded_cells(root, "forged_summary", "vector_add")
+    assert "could not read your function's output" in json.dumps(graded["test_add_correct"].outputs)
+    _, graded = _graded_cells(root, "hands_back_nothing", "vector_add")
+    assert "could not call your function `add` (it handed nothing back)" in json.dumps(graded["test_add_correct"].outputs)
