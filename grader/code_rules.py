@@ -30,6 +30,9 @@ GRADER_API = frozenset({"setup", "current", "Device", "check", "check_speed", "c
                         "GPURequired"})
 # The only objects whose attributes a student's code sets: an autograd.Function's ctx and its own objects.
 SETTABLE_ROOTS = frozenset({"ctx", "self"})
+# PyTorch's switches that a kernel's author may set (TF32, reduced-precision reductions). They change
+# only what runs in the student's own process: the graded baseline is timed in the grading checker's.
+SETTABLE_FLAGS = ("torch.backends.",)
 # `sys` attributes that reach other modules or hook execution.
 FORBIDDEN_SYS = frozenset({"modules", "settrace", "setprofile", "_getframe", "meta_path", "path_hooks",
                            "addaudithook",
@@ -74,6 +77,20 @@ def _chain(node) -> str:
         return ast.unparse(node)
     except Exception:  # pragma: no cover
         return "an attribute"
+
+
+def _is_plain_getattr(node) -> bool:
+    """`getattr(obj, "name")` or `getattr(obj, "name", default)` with a public name written out: the same
+    as reading `obj.name`, which the other rules check (Liger-Kernel's helpers look up Triton's
+    functions this way). A name built at run time, or a private or dunder one, stays refused."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            and len(node.args) in (2, 3) and not node.keywords):
+        return False
+    name = node.args[1]
+    if not (isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value.isidentifier()
+            and not name.value.startswith("_")):
+        return False
+    return _root(node.args[0]) != "grader" or name.value in GRADER_API
 
 
 def _magic_call(node):
@@ -146,8 +163,10 @@ def _check_tree(tree, modules, verdict):
         else:
             verdict.dropped.append(f"the magic %{name}")
 
+    plain_getattr = {id(node.func) for node in ast.walk(tree) if _is_plain_getattr(node)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and id(node) not in magic_nodes:
+        if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and id(node) not in magic_nodes \
+                and id(node) not in plain_getattr:
             problems.append(f"uses {node.id}")
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_MODULES:
             problems.append(f"uses {node.id}")
@@ -161,11 +180,13 @@ def _check_tree(tree, modules, verdict):
                 problems.append(f"uses the private {_chain(node)}")
             if isinstance(node.value, ast.Name) and node.value.id == "grader" and node.attr not in GRADER_API:
                 problems.append(f"uses {_chain(node)}, which is not part of the grader's public functions")
-            if isinstance(node.ctx, (ast.Store, ast.Del)) and root not in SETTABLE_ROOTS:
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and root not in SETTABLE_ROOTS \
+                    and not (isinstance(node.ctx, ast.Store) and _chain(node).startswith(SETTABLE_FLAGS)):
                 problems.append(f"{'assigns' if isinstance(node.ctx, ast.Store) else 'deletes'} "
                                 f"{_chain(node)}")
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
-                and (isinstance(node.value, ast.Attribute) or _root(node) in modules):
+                and (isinstance(node.value, ast.Attribute) or _root(node) in modules) \
+                and _root(node) not in SETTABLE_ROOTS:
             problems.append(f"{'assigns' if isinstance(node.ctx, ast.Store) else 'deletes'} {_chain(node)}")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -195,12 +216,20 @@ def _check_tree(tree, modules, verdict):
 
 
 RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any other object they did not "
-         "create (attributes may be set only on `ctx` and `self`; no `sys.modules`, no private `_` "
-         "attributes), may use only the grader's public functions (`grader.check`, `grader.setup`, ...), "
-         "may not run strings as code or reach names by string (`exec`, `eval`, `__import__`, `getattr`, "
-         "`setattr`, `globals`) and may not use builtins, importlib, inspect, gc, ctypes, unittest, "
-         "subprocess, threads or other processes. Shell commands and magics other than %time, %timeit and "
-         "%matplotlib (without options) are removed before grading.")
+         "create (attributes may be set only on `ctx`, `self` and PyTorch's `torch.backends` switches; no "
+         "`sys.modules`, no private `_` attributes), may use only the grader's public functions "
+         "(`grader.check`, `grader.setup`, ...), may not run strings as code or reach names by a string "
+         "built at run time (`exec`, `eval`, `__import__`, `setattr`, `globals`; `getattr(obj, \"name\")` "
+         "with the name written out is fine) and may not use builtins, importlib, inspect, gc, ctypes, "
+         "unittest, subprocess, threads or other processes. Shell commands and magics other than %time, "
+         "%timeit and %matplotlib (without options) are removed before grading.")
+
+
+# The paragraph every exercise notebook's introduction ends with (tests/test_code_rules.py checks it).
+GRADING_NOTE = ("**How this notebook is graded.** The graded cells do not run in your notebook: the grader's own "
+                "process makes new random inputs (hidden shapes and cases included), has your notebook call "
+                "your function on them, and checks every result itself. Cells you hand in must keep these "
+                "rules; a cell that breaks one is not run, and your feedback says which rule. " + RULES)
 
 
 def neutralize(source: str, modules: set) -> tuple:

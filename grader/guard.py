@@ -25,6 +25,11 @@ clone copy_ _to_copy contiguous is_same_size set_ resize_ view_as_real
 view_as_complex _reshape_alias unfold
 """.split())
 
+# `.item()` reads a scalar to the host: honest code does it a few times (a count of non-ignored labels
+# before launching, as Liger-Kernel's cross-entropy does); computing the answer one element at a time on
+# the host needs many more. More than this many in one call is computing with Python.
+HOST_SCALARS = 16
+
 # Allocations whose contents are undefined: the guard fills them with poison (compare.POISON_BITS) so
 # that an element a kernel forgets to write shows up as such instead of as leftover data.
 POISONED_OPS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
@@ -50,6 +55,7 @@ class _Watcher(TorchDispatchMode):
         self.poison = poison
         self.allowed = allowed
         self.in_triton = 0
+        self.scalars = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -57,7 +63,11 @@ class _Watcher(TorchDispatchMode):
         if self.in_triton:
             return out
         name = func.overloadpacket.__name__
-        if name not in self.allowed:
+        if name == "_local_scalar_dense":
+            self.scalars += 1
+            if self.scalars > HOST_SCALARS:
+                self.record.torch_ops.append(f"aten.{name} (more than {HOST_SCALARS} .item() reads)")
+        elif name not in self.allowed:
             self.record.torch_ops.append(f"aten.{name}")
         elif name == "_to_copy" and "device" in kwargs and args and \
                 torch.device(kwargs["device"]).type != args[0].device.type:

@@ -127,8 +127,37 @@ def _class():
         f"def predict_mul_add_eager_ms(n, bandwidth_gbs):\n    return 6 * n * 4 / (bandwidth_gbs * 1e9) * 1e3\n")
     honest = filled("day1", "vector_add")
     insert_before(honest, "add", 'import os\nprint("SEED SEEN:", os.environ.get("GRADER_SECRET_SEED"))')
+    # Idioms of honest code from other projects, which the submission rules once refused
+    idioms = filled("day1", "vector_add")
+    cell(idioms, "add").source += textwrap.dedent('''
+
+        torch.backends.cuda.matmul.allow_tf32 = True      # a switch of PyTorch's, as many projects set
+
+
+        class Plans:
+            """Launch settings kept per size, as a helper class of a larger project would."""
+            def __init__(self):
+                self.plans = {}
+
+            def get(self, n):
+                if n not in self.plans:
+                    self.plans[n] = (getattr(triton, "cdiv")(n, 1024), 1024)
+                return self.plans[n]
+
+
+        PLANS = Plans()
+
+
+        def add(x, y):
+            out = torch.empty_like(x)
+            blocks, block = PLANS.get(int(torch.tensor(x.numel()).item()))
+            add_kernel[(blocks,)](x, y, out, x.numel(), BLOCK_SIZE=block)
+            return out
+        ''')
+    insert_before(idioms, "test_add_correct", "print('first values:', add(torch.ones(3), torch.ones(3)).tolist())")
     return {
         "honest": ("vector_add", honest, {"test_add_correct": 3}),
+        "honest_idioms": ("vector_add", idioms, {"test_add_correct": 3}),
         "wrong": ("vector_add", wrong(), {"test_add_correct": 0}),
         # grader.check replaced through objects no submission rule names: it no longer decides anything
         "replaces_check": ("vector_add", wrong('''

@@ -42,6 +42,14 @@ CHEATS = {
     "time exec('grader.check = print')": "does not parse as Python",
     "import concurrent.futures": "imports concurrent.futures",
     "frame = error.__traceback__.tb_frame.f_back": "uses error.__traceback__.tb_frame.f_back",
+    # getattr only with a public name written out, and never for the grader's modules
+    "getattr(torch, name)": "uses getattr",
+    "getattr(x, '_private')": "uses getattr",
+    "getattr(grader, 'checks')": "uses getattr",
+    "getattr(x, 'a' + 'b')": "uses getattr",
+    "torch.cuda.synchronize = lambda: None": "assigns torch.cuda.synchronize",   # not a torch.backends switch
+    "torch.backends.cuda.matmul._flag = 1": "uses the private",
+    "plans[0] = 1\nimport plans": "assigns plans[0]",
 }
 
 HONEST = [
@@ -55,6 +63,11 @@ HONEST = [
     # Data out of PyTorch outside a graded call (the guard refuses it inside one: tests/test_redteam.py)
     "print('first values:', add(x, y)[:4].tolist())",
     "import numpy as np\nprint(np.abs(add(x, y).numpy() - (x + y).numpy()).max())",
+    # Honest idioms from other projects (Liger-Kernel's helpers, Triton's tutorials, a plan cache)
+    "exp = getattr(tl, 'exp2', None) or getattr(tl.math, 'exp2')",
+    "class Plans:\n    def add(self, n, plan):\n        self.plans[n] = plan",
+    "torch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.allow_tf32 = True",
+    "if getattr(grader, 'grading')(): pass",
 ]
 
 
@@ -107,3 +120,9 @@ def test_sanitize_replaces_a_patching_cell_and_says_so():
     clean, fixes = sanitize_notebook(nbformat.writes(student), release)
     assert any("breaks the submission rules (assigns grader.check)" in f for f in fixes), fixes
     assert not any(c.source.startswith("grader.check =") for c in clean.cells)
+
+
+def test_every_exercise_states_the_rules_in_its_introduction():
+    for path in sorted((REPO / "exercises").glob("day*/*.ipynb")):
+        intro = nbformat.read(path, as_version=4).cells[0].source
+        assert " ".join(code_rules.GRADING_NOTE.split()) in " ".join(intro.split()), path

@@ -73,3 +73,14 @@ def test_flags_launches_on_a_side_stream():
         with torch.cuda.stream(side):
             kernels.add(x, x)
     assert record.side_streams == 1 and record.forbidden() == []
+
+
+def test_a_few_item_reads_are_honest_an_element_by_element_answer_is_not():
+    from grader.guard import HOST_SCALARS
+    x = torch.arange(100.0)
+    with watch() as record:
+        n = int(x[0].item()) + int(x[1].item())    # a count or a size read before launching
+    assert record.forbidden() == [] and n == 1
+    with watch() as record:
+        [x[i].item() for i in range(HOST_SCALARS + 1)]
+    assert record.forbidden() == [f"aten._local_scalar_dense (more than {HOST_SCALARS} .item() reads)"]
