@@ -28,6 +28,7 @@ affected. `tests/test_headless.py` is the stress test.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from queue import Empty
 
@@ -120,6 +121,10 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
         super().__init__(*args, **kwargs)
         self._secret_seed = os.environ.pop(SECRET_SEED_ENV, None)  # before any kernel starts
         self._checker = None
+        # The checker needs torch and the GPU (seconds to load and start): made ready while the
+        # kernel starts and runs the notebook's first cells, not when the first graded cell waits.
+        self._warm_up = threading.Thread(target=_warm_up_checker, daemon=True)
+        self._warm_up.start()
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         calls = None
@@ -136,6 +141,7 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
 
     def _get_checker(self, cell_index):
         if self._checker is None:
+            self._warm_up.join()
             from .checker.exchange import Exchange
             from .checker.verdicts import Checker
             self._exchange = Exchange(self._kernel_uid())
@@ -162,8 +168,17 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
             return super().preprocess(*args, **kwargs)
         finally:
             if self._checker is not None:
+                self.log.info("grading checker: %s", self._checker.summary())
                 self._exchange.close()
                 self._checker = None
+
+
+def _warm_up_checker() -> None:
+    try:
+        from . import device
+        device.probe()
+    except Exception:  # noqa: BLE001 - the checker itself reports any real problem when it starts
+        pass
 
 
 def _outputs_of(outcome, execution_count) -> list:

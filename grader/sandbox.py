@@ -36,8 +36,9 @@ USER = "a user of its own (uid 10^9 + the kernel's process id)"
 # The autograded folders' root (set by the batch): a kernel started in a folder under it takes that
 # folder as its own, as a notebook's working directory.
 AUTOGRADED_ENV = "GRADER_AUTOGRADED"
-# Variables a kernel must not inherit: a PostgreSQL gradebook's URL holds its password.
-SECRETS = ("NBGRADER_DB_URL", "PGPASSWORD", "PGPASSFILE")
+# Variables a kernel must not inherit: a PostgreSQL gradebook's URL holds its password; the hidden
+# cases' seed is the grading checker's alone.
+SECRETS = ("NBGRADER_DB_URL", "PGPASSWORD", "PGPASSFILE", "GRADER_SECRET_SEED")
 PROBE = ("import torch, triton, ipykernel, grader, os, getpass; getpass.getuser(); "
          "print(torch.cuda.is_available()); os.listdir('.')")
 

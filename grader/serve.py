@@ -62,7 +62,7 @@ def _write(folder: str, request: str, result: dict, tensors=()) -> None:
         data = t.detach().contiguous().cpu()
         name = f"{request}-{i}.bin"
         with open(os.path.join(folder, name), "wb") as f:
-            f.write(data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+            f.write(data.reshape(-1).view(torch.uint8).numpy().data if data.numel() else b"")
         described.append({"file": name, "dtype": str(data.dtype).replace("torch.", ""),
                           "shape": list(data.shape), "device": t.device.type})
     result["outputs"] = described

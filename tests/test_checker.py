@@ -247,3 +247,22 @@ def test_failures_say_what_is_wrong_without_the_expected_prediction(graded_class
     assert "could not read your function's output" in json.dumps(graded["test_add_correct"].outputs)
     _, graded = _graded_cells(root, "hands_back_nothing", "vector_add")
     assert "could not call your function `add` (it handed nothing back)" in json.dumps(graded["test_add_correct"].outputs)
+
+
+def test_a_verdict_is_written_as_nbgrader_scores_it_whatever_the_kernel_would_print():
+    # A display formatter in the kernel once turned a speed cell's float into text, which nbgrader took
+    # for a pass: the checker writes the cell's outputs itself.
+    from nbgrader.utils import determine_grade
+    from grader.checker.verdicts import Outcome
+    from grader.headless import _outputs_of
+
+    def graded(outcome):
+        c = nbformat.v4.new_code_cell("grader.check_speed(...)", metadata={"nbgrader": {
+            "grade": True, "solution": False, "points": 2, "grade_id": "speed", "locked": True}})
+        c.outputs = _outputs_of(outcome, 7)
+        return determine_grade(c)[0]
+
+    assert graded(Outcome(["yours 1 ms"], points=0.75)) == 0.75
+    assert graded(Outcome(["OK"])) == 2
+    assert graded(Outcome(["yours 9 ms"], error=("CheckFailed", "slow"))) == 0
+    assert graded(Outcome([], error=("GPURequired", "no GPU"))) == 0

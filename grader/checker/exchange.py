@@ -32,7 +32,9 @@ class Exchange:
     def __init__(self, kernel_uid: int | None = None):
         # The kernel's folder sits in one of the checker's own (entered, not listed or written by
         # others), so that the kernel cannot move it away and put a link in its place.
-        self._parent = tempfile.mkdtemp(prefix="grader-exchange-")
+        shm = "/dev/shm"  # memory, where there is one: outputs of the GPU's shapes are hundreds of MB
+        self._parent = tempfile.mkdtemp(prefix="grader-exchange-",
+                                        dir=shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None)
         os.chmod(self._parent, 0o711)
         self.folder = os.path.join(self._parent, "kernel")
         os.mkdir(self.folder, 0o700)
@@ -45,7 +47,8 @@ class Exchange:
         self._count += 1
         return f"r{self._count}-{secrets.token_hex(4)}"
 
-    def _read(self, name: str, limit: int) -> bytes | None:
+    def _open(self, name: str, limit: int):
+        """The named file, opened for reading, or None if absent; refused unless the kernel's own."""
         if "/" in name or name.startswith("."):
             raise ExchangeError(f"the result names a file outside the exchange folder ({name!r})")
         try:
@@ -54,12 +57,21 @@ class Exchange:
             return None
         except OSError as e:
             raise ExchangeError(f"{name} cannot be opened ({e.strerror})") from None
-        with os.fdopen(fd, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_uid != self.uid or info.st_nlink != 1:
-                raise ExchangeError(f"{name} is not a file the notebook's kernel wrote")
-            if info.st_size > limit:
-                raise ExchangeError(f"{name} holds {info.st_size} bytes, more than the {limit} expected")
+        f = os.fdopen(fd, "rb")
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != self.uid or info.st_nlink != 1:
+            f.close()
+            raise ExchangeError(f"{name} is not a file the notebook's kernel wrote")
+        if info.st_size > limit:
+            f.close()
+            raise ExchangeError(f"{name} holds {info.st_size} bytes, more than the {limit} expected")
+        return f
+
+    def _read(self, name: str, limit: int) -> bytes | None:
+        f = self._open(name, limit)
+        if f is None:
+            return None
+        with f:
             return f.read(limit + 1)[:limit]
 
     def result(self, request: str) -> dict | None:
@@ -87,11 +99,15 @@ class Exchange:
         if any(s < 0 for s in shape):
             raise ExchangeError(f"an output has the shape {shape}")
         size = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-        data = self._read(name, min(size, limit))
-        if data is None or len(data) != size:
-            raise ExchangeError(f"an output of shape {tuple(shape)} and dtype {described['dtype']} is not "
-                                f"{size} bytes long, or larger than {limit} bytes")
-        flat = torch.frombuffer(bytearray(data), dtype=torch.uint8) if size else torch.empty(0, dtype=torch.uint8)
+        wrong = ExchangeError(f"an output of shape {tuple(shape)} and dtype {described['dtype']} is not "
+                              f"{size} bytes long, or larger than {limit} bytes")
+        f = self._open(name, min(size, limit))
+        if f is None:
+            raise wrong
+        flat = torch.empty(size, dtype=torch.uint8)
+        with f:
+            if size and (f.readinto(flat.numpy()) != size or f.read(1)):
+                raise wrong
         tensor = flat.view(dtype).reshape(shape)
         return tensor if described.get("device") == "cpu" else tensor.to(device)
 

@@ -8,14 +8,16 @@ case it has not yet been given. A prediction is asked for on the visible cases a
 judged here; a failure says which way it is off, never the answer.
 
 Speed: the student's function is timed in its kernel (the grader's timing code, there), the PyTorch
-baseline here, in a process that never ran student code, before and after the student's; the result
-at the timed size is checked here once more after timing, and a time beyond what the GPU can
-physically do is not credited.
+baseline here, in a process that never ran student code; the result at the timed size is checked
+here after the timed calls, and a time beyond what the GPU can physically do is not credited.
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import statistics
+import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import torch
@@ -54,6 +56,18 @@ class Checker:
         self.exchange = exchange
         self.rng = random.Random(int(secret_seed)) if secret_seed else random.SystemRandom()
         self.dev = _device.probe(force_cpu)
+        self.seconds = defaultdict(float)  # where the checker's time goes, for the run's log
+
+    @contextlib.contextmanager
+    def _timed(self, what: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[what] += time.perf_counter() - start
+
+    def summary(self) -> str:
+        return ", ".join(f"{what} {s:.1f} s" for what, s in sorted(self.seconds.items(), key=lambda kv: -kv[1]))
 
     async def outcome(self, calls) -> Outcome:
         """Run the graded cell's checks in order; the first failure ends the cell, as an exception would."""
@@ -82,7 +96,8 @@ class Checker:
         request = self.exchange.new_request()
         args = ", ".join([call.function, *map(repr, arguments), repr(self.exchange.folder), repr(request)])
         code = f"__import__('grader.serve', fromlist=['serve']).{function}({args})"
-        error = await self.run_in_kernel(code)
+        with self._timed(f"in the notebook's kernel ({function})"):
+            error = await self.run_in_kernel(code)
         try:
             result = self.exchange.result(request)
         except ExchangeError as e:
@@ -97,7 +112,8 @@ class Checker:
 
     def _outputs(self, title: str, result: dict, limit: int) -> tuple:
         try:
-            return tuple(self.exchange.tensor(d, self.dev.torch_device, limit) for d in result.get("outputs", ()))
+            with self._timed("reading outputs"):
+                return tuple(self.exchange.tensor(d, self.dev.torch_device, limit) for d in result.get("outputs", ()))
         except ExchangeError as e:
             raise CheckFailed(f"{title}: the grader could not read your function's output: {e}.") from None
         finally:
@@ -109,23 +125,27 @@ class Checker:
         seed = self.rng.randrange(2**31)
         device = self.dev.torch_device
         shape = serve.case_shape(spec, self.dev.is_gpu, index)
-        args, gen = serve.case_inputs(spec, shape, dtype, device, seed)
         label = f"shape {shape}, {_dtype_name(dtype)}"
-        dy_shape = None
-        if spec.backward:
-            ref_leaves = [a.detach().double().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
-                          else a for a in args]
-            y_ref = spec.reference(*ref_leaves)
-            dy_shape = list(y_ref.shape)
-            dy = serve.output_gradient(gen, dy_shape, dtype, device)
-            expected = tuple(g.to(dtype) for g in torch.autograd.grad(y_ref, _differentiable(ref_leaves), dy.double()))
-        else:
-            expected = _as_tuple(spec.reference(*args))
+        with self._timed("expected values"):
+            expected, dy_shape = self._expected(spec, shape, dtype, device, seed)
         result = await self._ask(spec.title, call, "kernel_case", call.key, index, _dtype_name(dtype), device, seed,
                                  dy_shape)
         limit = 4 * max([e.numel() * e.element_size() for e in expected] + [0]) + 2**20
         got = self._outputs(spec.title, result, limit)
         _compare_outputs(spec, got, expected, dtype, label)
+
+    @staticmethod
+    def _expected(spec, shape, dtype, device, seed) -> tuple:
+        """(expected outputs, shape of the output gradient or None) of one case, from its seed."""
+        args, gen = serve.case_inputs(spec, shape, dtype, device, seed)
+        if not spec.backward:
+            return _as_tuple(spec.reference(*args)), None
+        ref_leaves = [a.detach().double().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
+                      else a for a in args]
+        y_ref = spec.reference(*ref_leaves)
+        dy = serve.output_gradient(gen, y_ref.shape, dtype, device)
+        grads = torch.autograd.grad(y_ref, _differentiable(ref_leaves), dy.double())
+        return tuple(g.to(dtype) for g in grads), list(y_ref.shape)
 
     async def check(self, call):
         spec = exercises.get(call.key)
@@ -202,13 +222,12 @@ class Checker:
         spec = exercises.get(call.key)
         self._need_gpu(f"The speed check of {spec.title}")
         dtype = spec.timed_dtype(self.dev)
-        # A wrong result is worth nothing however fast: checked at the timed size before and after.
-        await self._case(spec, call, serve.SPEED, dtype)
-        before = self._time_baseline(spec, dtype)
+        with self._timed("timing the baseline"):
+            baseline = self._time_baseline(spec, dtype)
         timed = await self._ask(spec.title, call, "time_student", call.key, _dtype_name(dtype),
                                 self.rng.randrange(2**31))
         self.exchange.forget(timed["request"])
-        after = self._time_baseline(spec, dtype)
+        # A wrong result is worth nothing however fast: checked at the timed size, after the timed calls.
         await self._case(spec, call, serve.SPEED, dtype)
         try:
             yours = float(timed["ms"])
@@ -217,7 +236,6 @@ class Checker:
             raise CheckFailed(f"{spec.title}: the timing of your function could not be read.") from None
         if not yours > 0:
             raise CheckFailed(f"{spec.title}: your function's timing ({yours}) is not a positive time.")
-        baseline = before + after
         result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), self.dev.name,
                              spec.timed_baseline_name(), yours, statistics.median(baseline), spec.target)
         if spec.bytes_moved:
