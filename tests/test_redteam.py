@@ -7,7 +7,9 @@ Three ways to run a cheat, from fastest:
 - `_notebook_scores`: the filled release, edited as a student would, sanitized by the real
   `sanitize_notebook` (so the submission rules apply), then run cell by cell in a fresh IPython shell in
   a subprocess with NBGRADER_EXECUTION=autograde, test cells taken from solutions/ (hidden tests in),
-  scored as nbgrader would (a graded cell that raises scores 0);
+  scored as nbgrader would (a graded cell that raises scores 0). This is the student's own process
+  alone, the layer that also serves interactive checks; at grading time the checker decides graded
+  cells (tests/test_checker.py grades cheats through it);
 - the real pipeline (sanitize_day, batch.autograde_day, nbgrader), for cheats against the batch itself.
 """
 from __future__ import annotations
