@@ -181,10 +181,13 @@ def _switch_on_interpreter() -> None:
         pass
 
 
+def _uses_gpu(force_cpu: bool) -> bool:
+    return torch.cuda.is_available() and not (force_cpu or os.environ.get("GRADER_FORCE_CPU") == "1")
+
+
 def probe(force_cpu: bool = False) -> Device:
     """The device this process would use, switching nothing on (the grading checker asks this)."""
-    force_cpu = force_cpu or os.environ.get("GRADER_FORCE_CPU") == "1"
-    if torch.cuda.is_available() and not force_cpu:
+    if _uses_gpu(force_cpu):
         return device_from_properties(torch.cuda.get_device_properties(0), torch.__version__, _triton_version())
     return Device("cpu", "CPU (Triton interpreter)", None, torch.__version__, _triton_version())
 
@@ -192,9 +195,11 @@ def probe(force_cpu: bool = False) -> Device:
 def detect(force_cpu: bool = False) -> Device:
     """Find the device without printing. `force_cpu` (or GRADER_FORCE_CPU=1) ignores any GPU."""
     global _current
-    _current = probe(force_cpu)
-    if not _current.is_gpu:
+    if not _uses_gpu(force_cpu):
+        # Before triton is imported: its own @triton.jit helpers (tl.max, tl.sum, ...) are interpreted
+        # only if they were defined with the interpreter on.
         _switch_on_interpreter()
+    _current = probe(force_cpu)
     return _current
 
 

@@ -93,6 +93,57 @@ def _launch_methods():
     return methods
 
 
+class _StudentCode:
+    """A function of the student's that Triton calls from inside a launch: a grid function, a pre-run
+    hook, an autotune config's or autotuner's pre_hook, a heuristic. What it computes is watched like
+    the rest of the student's function. It hashes and compares as the function it wraps, since a
+    triton.Config hashes its pre_hook."""
+
+    def __init__(self, fn, watcher):
+        self.fn, self.watcher = fn, watcher
+
+    def __call__(self, *args, **kwargs):
+        depth, self.watcher.in_triton = self.watcher.in_triton, 0
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.watcher.in_triton = depth
+
+    def __hash__(self):
+        return hash(self.fn)
+
+    def __eq__(self, other):
+        return self.fn == (other.fn if isinstance(other, _StudentCode) else other)
+
+
+@contextmanager
+def _hooks_watched(launcher, watcher):
+    """While a launch runs, the student's hooks on it are _StudentCode; afterwards, as they were."""
+    swapped = []
+
+    def swap(owner, name, value):
+        swapped.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    hooks = getattr(launcher, "pre_run_hooks", None)
+    if isinstance(hooks, list) and hooks:
+        swap(launcher, "pre_run_hooks", [_StudentCode(h, watcher) for h in hooks])
+    for name in ("pre_hook", "post_hook"):            # an Autotuner's
+        if callable(getattr(launcher, name, None)) and hasattr(launcher, "configs"):
+            swap(launcher, name, _StudentCode(getattr(launcher, name), watcher))
+    for config in getattr(launcher, "configs", None) or ():
+        if callable(getattr(config, "pre_hook", None)):
+            swap(config, "pre_hook", _StudentCode(config.pre_hook, watcher))
+    values = getattr(launcher, "values", None)        # a Heuristics'
+    if isinstance(values, dict):
+        swap(launcher, "values", {k: _StudentCode(v, watcher) if callable(v) else v for k, v in values.items()})
+    try:
+        yield
+    finally:
+        for owner, name, value in reversed(swapped):
+            setattr(owner, name, value)
+
+
 @contextmanager
 def watch(poison: bool = True, also_allowed=(), ops: bool = True):
     """Run a block under the watcher; yields the CallRecord it fills in.
@@ -115,26 +166,16 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
                 if caller_stream is not None and torch.cuda.current_stream() != caller_stream:
                     record.side_streams += 1
             if callable(kwargs.get("grid")):
-                kwargs["grid"] = _watched_grid(kwargs["grid"])
+                kwargs["grid"] = _StudentCode(kwargs["grid"], watcher)
             watcher.in_triton += 1
             try:
-                return _original(self, *args, **kwargs)
+                with _hooks_watched(self, watcher):
+                    return _original(self, *args, **kwargs)
             finally:
                 watcher.in_triton -= 1
 
         originals.append((cls, original))
         cls.run = run
-    def _watched_grid(grid):
-        # The launch calls a grid function (grid=lambda meta: ...) from inside itself, but it is the
-        # student's code: what it computes is watched like the rest of their function.
-        def watched(*args, **kwargs):
-            depth, watcher.in_triton = watcher.in_triton, 0
-            try:
-                return grid(*args, **kwargs)
-            finally:
-                watcher.in_triton = depth
-        return watched
-
     # Ways out of PyTorch that no ATen op shows: the data as a NumPy array or a Python list, to compute
     # with there (np.add(x, y) goes through __array__, np.from_dlpack(x) through __dlpack__). The
     # interpreter's own conversions, inside a launch, are Triton's.

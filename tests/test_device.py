@@ -1,9 +1,10 @@
 """Device set-up: what is reported and which dtypes and sizes are chosen."""
+import os
 import torch
 
 import grader
 from grader.device import Device
-from conftest import on_cpu_only
+from conftest import REPO, on_cpu_only
 
 
 def _gpu(capability):
@@ -113,3 +114,26 @@ def test_the_attention_baseline_is_named_for_the_gpu():
     assert "FLASH_ATTENTION" not in sdpa_baseline_backends((7, 5))
     assert sdpa_baseline_name("FLASH_ATTENTION") == "F.scaled_dot_product_attention (FLASH_ATTENTION backend)"
     assert "EFFICIENT_ATTENTION backend: this GPU has no FLASH_ATTENTION" in sdpa_baseline_name("EFFICIENT_ATTENTION")
+
+
+def test_setup_switches_the_interpreter_on_before_triton_is_imported(tmp_path):
+    # Triton's own helpers (tl.max, tl.sum) are @triton.jit functions defined when triton.language is
+    # imported: they are interpreted only if the interpreter was on by then.
+    import subprocess
+    import sys
+    script = tmp_path / "reduce.py"
+    script.write_text(
+        "import grader\n"
+        "grader.setup(force_cpu=True, quiet=True)\n"
+        "import torch, triton, triton.language as tl\n"
+        "@triton.jit\n"
+        "def row_max(x_ptr, out_ptr, BLOCK: tl.constexpr):\n"
+        "    tl.store(out_ptr, tl.max(tl.load(x_ptr + tl.arange(0, BLOCK)), axis=0))\n"
+        "x = torch.arange(16.0)\n"
+        "out = torch.empty(1)\n"
+        "row_max[(1,)](x, out, BLOCK=16)\n"
+        "print(out.item())\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "15.0", proc.stderr[-2000:]

@@ -84,3 +84,27 @@ def test_a_few_item_reads_are_honest_an_element_by_element_answer_is_not():
     with watch() as record:
         [x[i].item() for i in range(HOST_SCALARS + 1)]
     assert record.forbidden() == [f"aten._local_scalar_dense (more than {HOST_SCALARS} .item() reads)"]
+
+
+def test_honest_hooks_run_watched_and_pass():
+    # Triton's own idioms: an autotune config whose pre_hook zeroes the output (an atomics kernel does),
+    # a heuristic that picks a block size. They run inside the launch but are the student's code, so
+    # they are watched (tests/test_redteam.py: PyTorch computing in them is refused).
+    import triton
+    import triton.language as tl
+
+    @triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 1024}, pre_hook=lambda nargs: nargs["out_ptr"].zero_())],
+                     key=["n"])
+    @triton.heuristics({"EVEN": lambda args: args["n"] % 1024 == 0})
+    @triton.jit
+    def copy_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr, EVEN: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+    x = torch.randn(3000, device=DEVICE.torch_device)
+    out = torch.empty_like(x)
+    with watch() as record:
+        copy_kernel[(triton.cdiv(3000, 1024),)](x, out, 3000)
+    assert record.launches == 1 and record.forbidden() == []
+    assert torch.equal(out, x)
