@@ -59,6 +59,8 @@ class _Watcher(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if getattr(func, "namespace", "aten") not in ("aten", "prims") and not self.in_triton:
+            return self._custom_op(func, args, kwargs)
         out = func(*args, **kwargs)
         if self.in_triton:
             return out
@@ -75,6 +77,28 @@ class _Watcher(TorchDispatchMode):
         elif self.poison and name in POISONED_OPS and isinstance(out, torch.Tensor):
             poison_(out)
         return out
+
+
+    def _custom_op(self, func, args, kwargs):
+        """A custom operator: opaque to a dispatch mode, so its name says nothing of what it computes
+        (`mylib::clone` may add). One defined in Python (`torch.library.custom_op`, or `triton_op`, the
+        documented way to wrap a Triton kernel) is run as its Python function, watched like the rest;
+        any other is PyTorch computing where the grader cannot look."""
+        implementation = _python_implementation(func)
+        if implementation is None:
+            self.record.torch_ops.append(f"{func.namespace}::{func.overloadpacket.__name__} (a custom operator)")
+            return func(*args, **kwargs)
+        with self:
+            return implementation(*args, **kwargs)
+
+
+def _python_implementation(func):
+    try:
+        from torch._library.custom_ops import OPDEFS
+    except ImportError:  # pragma: no cover - torch before 2.4
+        return None
+    opdef = OPDEFS.get(f"{func.namespace}::{func.overloadpacket.__name__}")
+    return getattr(opdef, "_init_fn", None)
 
 
 def _launch_methods():

@@ -108,3 +108,35 @@ def test_honest_hooks_run_watched_and_pass():
         copy_kernel[(triton.cdiv(3000, 1024),)](x, out, 3000)
     assert record.launches == 1 and record.forbidden() == []
     assert torch.equal(out, x)
+
+
+def test_custom_operators_are_looked_into():
+    # torch.library.triton_op is PyTorch's documented way to wrap a Triton kernel: it passes. A custom op
+    # is opaque to a dispatch mode, so its name proves nothing: `ns::clone` may add, and is refused.
+    import triton
+    from torch.library import custom_op, triton_op, wrap_triton
+
+    @triton_op("course_guard_test::add", mutates_args={})
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        wrap_triton(kernels.add_kernel)[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+        return out
+
+    @custom_op("course_guard_test::clone", mutates_args=())
+    def named_clone(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x + y
+
+    library = torch.library.Library("course_guard_test_lib", "DEF")
+    library.define("clone(Tensor x, Tensor y) -> Tensor")
+    library.impl("clone", lambda x, y: x + y, "CompositeExplicitAutograd")
+
+    x, y = (torch.randn(3000, device=DEVICE.torch_device) for _ in range(2))
+    with watch() as record:
+        out = add(x, y)
+    assert record.launches == 1 and record.forbidden() == [] and torch.allclose(out, x + y)
+    with watch() as record:
+        named_clone(x, y)
+    assert record.forbidden() == ["aten.add"]
+    with watch() as record:
+        torch.ops.course_guard_test_lib.clone(x, y)
+    assert record.forbidden() == ["course_guard_test_lib::clone (a custom operator)"]
