@@ -31,7 +31,7 @@ fi
 cd "{course}"
 {sys.executable} -c "{code}"
 '''
-    env = dict(os.environ, PYTHONPATH=str(REPO),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
                PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]))
     return subprocess.run([UNSHARE, "--mount", "--net", "--propagation", "private", "sh", "-c", script],
                           capture_output=True, text=True, env=env, timeout=900)

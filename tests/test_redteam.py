@@ -215,7 +215,9 @@ def _notebook_scores(tmp_path, name="vector_add", day="day1", edits=None, answer
     sources = [hidden.get(c.metadata.get("nbgrader", {}).get("grade_id"), c.source) for c in code]
     (tmp_path / "cells.json").write_text(json.dumps(sources))
     (tmp_path / "runner.py").write_text(_RUNNER)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # The course first, then whatever the environment already puts on the path (a GPU machine without
+    # network may keep the Jupyter stack there).
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run([sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "cells.json")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULTS "))
