@@ -102,18 +102,23 @@ def _python_implementation(func):
 
 
 def _launch_methods():
-    """The Triton entry points a launch goes through, on a GPU and in the interpreter."""
+    """(class, method, counts as a launch) for the Triton entry points a launch goes through.
+
+    On a GPU every launch goes through JITFunction.run. In the interpreter it ends in a GridExecutor
+    call: from Triton 3.6 InterpretedFunction.run makes one, before 3.6 `kernel[grid]` made one
+    directly and `run` was a per-instance closure, so the executor is where all versions meet.
+    """
     import triton.runtime.jit as jit
-    methods = [(jit.JITFunction, True)]
+    methods = [(jit.JITFunction, "run", True)]
     try:
         import triton.runtime.interpreter as interp
-        methods.append((interp.InterpretedFunction, True))
-    except ImportError:  # pragma: no cover
+        methods.append((interp.GridExecutor, "__call__", True))
+    except (ImportError, AttributeError):  # pragma: no cover
         pass
     import triton.runtime.autotuner as at
     # Autotuner and Heuristics wrap a JITFunction: their own benchmarking allocates tensors, which
     # is Triton's work, but the launch is counted once, at the JIT level.
-    methods += [(at.Autotuner, False), (at.Heuristics, False)]
+    methods += [(at.Autotuner, "run", False), (at.Heuristics, "run", False)]
     return methods
 
 
@@ -149,6 +154,8 @@ def _hooks_watched(launcher, watcher):
         swapped.append((owner, name, getattr(owner, name)))
         setattr(owner, name, value)
 
+    if callable(getattr(launcher, "grid", None)) and not isinstance(launcher.grid, _StudentCode):
+        swap(launcher, "grid", _StudentCode(launcher.grid, watcher))   # an interpreter's GridExecutor
     hooks = getattr(launcher, "pre_run_hooks", None)
     if isinstance(hooks, list) and hooks:
         swap(launcher, "pre_run_hooks", [_StudentCode(h, watcher) for h in hooks])
@@ -181,8 +188,8 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
     # Triton launches on torch's current stream: one that differs from the caller's is a side stream.
     caller_stream = torch.cuda.current_stream() if torch.cuda.is_available() else None
     originals = []
-    for cls, counts in _launch_methods():
-        original = cls.__dict__["run"]
+    for cls, method, counts in _launch_methods():
+        original = getattr(cls, method)
 
         def run(self, *args, _original=original, _counts=counts, **kwargs):
             if _counts and not kwargs.get("warmup", False):
@@ -198,8 +205,8 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
             finally:
                 watcher.in_triton -= 1
 
-        originals.append((cls, original))
-        cls.run = run
+        originals.append((cls, method, cls.__dict__.get(method)))
+        setattr(cls, method, run)
     # Ways out of PyTorch that no ATen op shows: the data as a NumPy array or a Python list, to compute
     # with there (np.add(x, y) goes through __array__, np.from_dlpack(x) through __dlpack__). The
     # interpreter's own conversions, inside a launch, are Triton's.
@@ -216,8 +223,11 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
         with (watcher if ops else nullcontext()):
             yield record
     finally:
-        for cls, original in originals:
-            cls.run = original
+        for cls, method, own in originals:
+            if own is None:
+                delattr(cls, method)     # it was inherited: back to the base class's
+            else:
+                setattr(cls, method, own)
         for name, own in exits.items():
             if own is None:
                 delattr(torch.Tensor, name)   # back to the one inherited from torch's C base class

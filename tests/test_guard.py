@@ -1,4 +1,5 @@
 """The watcher around a student's call: launches counted, PyTorch compute flagged, allocations poisoned."""
+import pytest
 import torch
 
 from grader.compare import is_poison
@@ -46,14 +47,28 @@ def test_poisons_fresh_allocations_but_not_initialised_ones():
 
 
 def test_restores_triton_after_the_block():
+    import triton.runtime.interpreter as interp
     import triton.runtime.jit as jit
-    before = jit.JITFunction.__dict__["run"]
+    before = jit.JITFunction.__dict__["run"], interp.GridExecutor.__dict__["__call__"]
     try:
         with watch():
             raise RuntimeError("student code failed")
     except RuntimeError:
         pass
-    assert jit.JITFunction.__dict__["run"] is before
+    assert (jit.JITFunction.__dict__["run"], interp.GridExecutor.__dict__["__call__"]) == before
+
+
+@pytest.mark.skipif(DEVICE.is_gpu, reason="about the CPU interpreter")
+def test_an_interpreter_launch_is_counted_however_the_kernel_is_reached():
+    # Before Triton 3.6, kernel[grid] built the interpreter's GridExecutor directly (InterpretedFunction
+    # had no run method of its own): the executor is where every version's launch passes.
+    from triton.runtime.interpreter import GridExecutor
+    kernel = kernels.add_kernel
+    x = torch.randn(100)
+    out = torch.empty_like(x)
+    with watch() as record:
+        GridExecutor(kernel.rewrite(), kernel.arg_names, lambda meta: (1,))(x, x, out, 100, BLOCK=128)
+    assert record.launches == 1 and record.forbidden() == [] and torch.equal(out, 2 * x)
 
 
 def test_an_exercise_may_allow_extra_ops():
