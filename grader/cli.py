@@ -30,7 +30,17 @@ def days() -> list:
     return sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
 
 
+def unknown_day(day: str, command: str) -> bool:
+    """True (having said so) when the course has no such day: a typo must not look like an empty class."""
+    if day in days():
+        return False
+    print(f"course-grader {command}: the course has no day {day!r} (its days: {', '.join(days())})", file=sys.stderr)
+    return True
+
+
 def release(selected: list) -> int:
+    if any(unknown_day(day, "release") for day in selected):
+        return 2
     for day in selected or days():
         print(f"releasing {day}")
         proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", day, "--force"],
@@ -57,7 +67,17 @@ def notebooks_of(day: str) -> list:
 
 
 def collect(source: Path, day: str) -> int:
+    import zipfile
     from grader import submissions
+    if unknown_day(day, "collect"):
+        return 2
+    if not source.exists():
+        print(f"course-grader collect: {source} does not exist", file=sys.stderr)
+        return 2
+    if not source.is_dir() and not zipfile.is_zipfile(source):
+        print(f"course-grader collect: {source} is neither a folder nor a zip file (an LMS download is one "
+              f"of the two)", file=sys.stderr)
+        return 2
     report = submissions.collect(source, day, notebooks_of(day), REPO / "grading" / "submitted")
     print(report.summary())
     return 0
@@ -65,6 +85,8 @@ def collect(source: Path, day: str) -> int:
 
 def sanitize(day: str) -> int:
     from grader import submissions
+    if unknown_day(day, "sanitize"):
+        return 2
     results = submissions.sanitize_day(REPO / "grading" / "submitted", REPO / "exercises" / day, day)
     for (student, notebook), fixes in sorted(results.items()):
         for fix in fixes:
@@ -75,6 +97,8 @@ def sanitize(day: str) -> int:
 
 def autograde(day: str, timeout: float, workers, shard) -> int:
     from grader import batch
+    if unknown_day(day, "autograde"):
+        return 2
     try:
         shard = batch.parse_shard(shard) if shard else None
         batch.autograde_day(REPO, day, timeout_s=timeout, workers=workers, shard=shard)
@@ -85,15 +109,33 @@ def autograde(day: str, timeout: float, workers, shard) -> int:
 
 
 def report(day: str) -> int:
-    for args in (["generate_feedback", day, "--force"], ["export", "--to", f"grading/grades-{day}.csv"]):
+    if unknown_day(day, "report"):
+        return 2
+    grades = REPO / "grading" / f"grades-{day}.csv"
+    for args in (["generate_feedback", day, "--force"], ["export", "--to", str(grades)]):
         proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=REPO)
         if proc.returncode:
             return proc.returncode
+    keep_rows_of(grades, day)
     from grader import class_report
     csv_path, png_path = class_report.write_report(REPO / "grading" / "autograded", day, REPO / "grading")
     print(f"grades: grading/grades-{day}.csv; feedback: grading/feedback/<student>/{day}/; "
           f"speed across the class: {csv_path.relative_to(REPO)} and {png_path.relative_to(REPO)}")
     return 0
+
+
+def keep_rows_of(grades: Path, day: str) -> None:
+    """nbgrader exports every assignment: the day's file keeps the day's rows."""
+    import csv
+    with open(grades, newline="") as f:
+        rows = list(csv.DictReader(f))
+        fields = rows[0].keys() if rows else None
+    if fields is None:
+        return
+    with open(grades, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields))
+        writer.writeheader()
+        writer.writerows(r for r in rows if r["assignment"] == day)
 
 
 def doctor() -> int:

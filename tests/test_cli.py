@@ -1,0 +1,34 @@
+"""The instructor's command line refuses what it cannot do, with a message and exit status 2."""
+import csv
+
+import pytest
+
+from grader import cli
+
+
+@pytest.mark.parametrize("argv", [["release", "day9"], ["collect", ".", "--day", "day9"], ["sanitize", "day9"],
+                                  ["autograde", "day9"], ["report", "Day1"]])
+def test_a_day_the_course_does_not_have_is_refused(argv, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the course has no day" in err and "day1" in err
+
+
+def test_collect_refuses_a_missing_path_and_a_file_that_is_not_a_zip(tmp_path, capsys):
+    assert cli.main(["collect", str(tmp_path / "missing.zip"), "--day", "day1"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    text = tmp_path / "grades.txt"
+    text.write_text("not a zip")
+    assert cli.main(["collect", str(text), "--day", "day1"]) == 2
+    assert "neither a folder nor a zip file" in capsys.readouterr().err
+
+
+def test_a_day_s_grades_file_keeps_that_day_s_rows(tmp_path):
+    grades = tmp_path / "grades-day2.csv"
+    with open(grades, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["assignment", "student_id", "score"])
+        writer.writerows([["day1", "ada", "8"], ["day2", "ada", "11"], ["day2", "bob", "5"], ["day3", "bob", "2"]])
+    cli.keep_rows_of(grades, "day2")
+    rows = list(csv.DictReader(open(grades)))
+    assert [(r["assignment"], r["student_id"]) for r in rows] == [("day2", "ada"), ("day2", "bob")]
