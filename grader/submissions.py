@@ -1,8 +1,9 @@
 """Collect students' notebooks from an LMS or Colab download, and sanitize them before grading.
 
-collect: files named like `Copy of day2_softmax.ipynb`, `alice_day2_softmax (1).ipynb` or
-`alice/softmax.ipynb`, in a folder or a zip, are matched to a student and to one of the day's notebooks
-and copied to nbgrader's layout, `grading/submitted/<student>/<day>/<notebook>.ipynb`. What cannot be
+collect: files named like `Copy of day2_softmax.ipynb`, `alice_day2_softmax (1).ipynb`,
+`alice/softmax.ipynb`, or as Canvas and Moodle name their downloads, in a folder or a zip, are matched
+to a student and to one of the day's notebooks and copied to nbgrader's layout,
+`grading/submitted/<student>/<day>/<notebook>.ipynb`; of two attempts the newer is kept. What cannot be
 matched is reported, never dropped silently. The originals are not touched.
 
 sanitize: each collected notebook is rebuilt on the released notebook: the student's solution cells
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import os
 import re
 import shutil
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,11 +48,44 @@ class CollectReport:
         return "\n".join(lines)
 
 
+# A second copy of a file: a browser's " (1)", or Canvas's "-1" for a resubmission. The number says
+# which attempt is the newer one.
+ATTEMPT = re.compile(r"(?:\s*\((\d+)\)|-(\d+))$")
+# How LMS downloads name a submission, once lower-cased with spaces as "_" (the part before the file's
+# own name): Canvas "name_userid_submissionid_" (with "late_" first if late), Moodle
+# "full_name_participantid_assignsubmission_file_". A Canvas submission id changes with every attempt
+# and a Moodle participant id with every assignment: the student is Canvas's name and user id, Moodle's
+# full name.
+CANVAS = re.compile(r"^(?:late_)?(?P<name>[a-z][a-z0-9]*)_(?P<user>\d+)_\d+$")
+MOODLE = re.compile(r"^(?P<name>.+?)_\d+_assignsubmission_(?:file|onlinetext)$")
+
+
+def attempt(name: str) -> int:
+    """0 for a file's first copy, N for its " (N)" or "-N" copy."""
+    match = ATTEMPT.search(re.sub(r"\.ipynb$", "", name, flags=re.I))
+    return int(match.group(1) or match.group(2)) if match else 0
+
+
 def _clean_stem(name: str) -> str:
     stem = re.sub(r"\.ipynb$", "", name, flags=re.I)
+    while ATTEMPT.search(stem):
+        stem = ATTEMPT.sub("", stem)
     stem = re.sub(r"^(copy of\s+)+", "", stem, flags=re.I)       # Colab's "Copy of ..."
-    stem = re.sub(r"\s*\(\d+\)$", "", stem)                      # browsers' " (1)"
     return stem.strip().lower().replace(" ", "_").replace("-", "_")
+
+
+def _student(prefix: str, day: str) -> str:
+    """The student's name from what precedes the notebook's name (or from a folder's name)."""
+    previous = None
+    while prefix != previous:   # "..._copy_of_day2_" -> "..."
+        previous = prefix
+        prefix = re.sub(rf"[_\s]*{day}[_\s]*$", "", prefix).strip("_ ")
+        prefix = re.sub(r"[_\s]*copy_of$", "", prefix).strip("_ ")
+    for lms in (CANVAS, MOODLE):
+        match = lms.match(prefix)
+        if match:
+            return "_".join(p for p in (match.group("name"), match.groupdict().get("user")) if p).strip("_ ")
+    return prefix
 
 
 def match_name(path: Path, day: str, notebooks: list, root: Path) -> tuple:
@@ -59,13 +95,14 @@ def match_name(path: Path, day: str, notebooks: list, root: Path) -> tuple:
     if not found:
         return None, f"its name matches none of {day}'s notebooks ({', '.join(sorted(notebooks))})"
     notebook = found[0]
-    prefix = stem[: len(stem) - len(notebook)]
-    prefix = re.sub(rf"[_\s]*{day}[_\s]*$", "", prefix).strip("_ ")
-    if prefix:
-        return prefix, notebook
+    student = _student(stem[: len(stem) - len(notebook)], day)
+    if student:
+        return student, notebook
     rel = path.relative_to(root)
     if len(rel.parts) > 1:  # the student's name is the folder the file sits in
-        return _clean_stem(rel.parts[-2]).strip("_ "), notebook
+        student = _student(_clean_stem(rel.parts[-2] + "_"), day)
+        if student:
+            return student, notebook
     return None, "no student name in the file name or its folder"
 
 
@@ -77,6 +114,11 @@ def collect(source: Path, day: str, notebooks: list, submitted: Path) -> Collect
         if zipfile.is_zipfile(root):
             with zipfile.ZipFile(root) as z:
                 z.extractall(tmp)
+                for info in z.infolist():   # extracting dates every file now: keep the zip's dates
+                    stamp = time.mktime(info.date_time + (0, 0, -1))
+                    target = (Path(tmp) / info.filename).resolve()
+                    if target.is_file() and target.is_relative_to(Path(tmp).resolve()):
+                        os.utime(target, (stamp, stamp))
             root = Path(tmp)
         chosen = {}
         for path in sorted(p for p in root.rglob("*") if p.is_file()):
@@ -91,7 +133,7 @@ def collect(source: Path, day: str, notebooks: list, submitted: Path) -> Collect
                 continue
             key = (student, notebook)
             if key in chosen:
-                older, newer = sorted([chosen[key], path], key=lambda p: (p.stat().st_mtime, p.name))
+                older, newer = sorted([chosen[key], path], key=lambda p: (attempt(p.name), p.stat().st_mtime, p.name))
                 report.replaced.append((str(older.relative_to(root)), str(newer.relative_to(root))))
                 chosen[key] = newer
             else:

@@ -19,6 +19,12 @@ SOLUTION = REPO / "solutions" / "day1" / "vector_add.ipynb"
     ("Bob Smith - day2_rmsnorm.ipynb", "bob_smith", "rmsnorm"),
     ("carol/Copy of day2_cross_entropy.ipynb", "carol", "cross_entropy"),
     ("dave/softmax.ipynb", "dave", "softmax"),
+    # Canvas (name, user id, submission id; "late_"; "-1" for a resubmission), with Colab's "Copy of"
+    ("leeanna_34567_890123_copy_of_day2_softmax.ipynb", "leeanna_34567", "softmax"),
+    ("late_leeanna_34567_890777_Copy of day2_softmax-1.ipynb", "leeanna_34567", "softmax"),
+    # Moodle (full name, participant id), flat or one folder per submission
+    ("Bob Jones_45678_assignsubmission_file_day2_rmsnorm.ipynb", "bob_jones", "rmsnorm"),
+    ("Bob Jones_45678_assignsubmission_file_/Copy of rmsnorm.ipynb", "bob_jones", "rmsnorm"),
 ])
 def test_names_map_to_student_and_notebook(tmp_path, path, student, notebook):
     f = tmp_path / path
@@ -46,6 +52,19 @@ def test_collect_from_a_zip_reports_what_it_could_not_match(tmp_path):
     assert len(report.replaced) == 1 and "NOT COLLECTED" in report.summary()
     assert (tmp_path / "submitted" / "erin" / "day2" / "rmsnorm.ipynb").exists()
     assert archive.exists()  # the original is untouched
+
+
+def test_of_two_attempts_the_newer_is_kept(tmp_path):
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(zipfile.ZipInfo("ann_11_1_day2_softmax.ipynb", (2026, 11, 2, 9, 0, 0)), '{"attempt": "first"}')
+        z.writestr(zipfile.ZipInfo("ann_11_2_day2_softmax-1.ipynb", (2026, 11, 1, 9, 0, 0)), '{"attempt": "canvas -1"}')
+        z.writestr(zipfile.ZipInfo("bo_day2_softmax.ipynb", (2026, 11, 3, 9, 0, 0)), '{"attempt": "later"}')
+        z.writestr(zipfile.ZipInfo("bo/softmax.ipynb", (2026, 11, 1, 9, 0, 0)), '{"attempt": "earlier"}')
+    report = submissions.collect(archive, "day2", DAY2, tmp_path / "submitted")
+    assert len(report.replaced) == 2
+    assert "canvas -1" in (tmp_path / "submitted" / "ann_11" / "day2" / "softmax.ipynb").read_text()
+    assert "later" in (tmp_path / "submitted" / "bo" / "day2" / "softmax.ipynb").read_text()
 
 
 def _filled(release, solution):
