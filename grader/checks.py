@@ -52,6 +52,20 @@ def _as_tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
+_LIBRARY_DIRS = tuple({os.path.dirname(os.__file__), os.path.dirname(os.path.dirname(torch.__file__)),
+                       os.path.dirname(os.path.abspath(__file__))})
+
+
+def where_it_raised(e: BaseException) -> str:
+    """The student's frames of a traceback (not the grader's, Python's or a library's, whose paths are
+    the grading machine's) and the error itself: what a student needs to find the line."""
+    frames = traceback.extract_tb(e.__traceback__)
+    own = [f for f in frames if not f.filename.startswith(_LIBRARY_DIRS)] or frames[-1:]
+    lines = [f'  File "{os.path.basename(f.filename) if f.filename.startswith(_LIBRARY_DIRS) else f.filename}", '
+             f"line {f.lineno}, in {f.name}\n    {(f.line or '').strip()}" for f in own[-3:]]
+    return "\n".join(lines + traceback.format_exception_only(type(e), e)).rstrip()
+
+
 def run_student(spec, fn, args, label: str):
     """Call the student's function once under the guard; raise CheckFailed with a reason if it cheats."""
     saved = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
@@ -63,9 +77,7 @@ def run_student(spec, fn, args, label: str):
     except CheckFailed:
         raise
     except Exception as e:  # the student's code raised: show where, briefly
-        tb = traceback.format_exception(type(e), e, e.__traceback__)
-        raise CheckFailed(f"{spec.title}: your function raised on {label}:\n"
-                          + "".join(tb[-3:]).rstrip()) from None
+        raise CheckFailed(f"{spec.title}: your function raised on {label}:\n{where_it_raised(e)}") from None
     if record.forbidden():
         raise CheckFailed(f"{spec.title}: your function computed with PyTorch ({', '.join(record.forbidden())}) "
                           f"on {label}. Allocating outputs and taking views is fine; the computation "
@@ -146,8 +158,7 @@ def _student_grads(spec, y, leaves, dy, label):
         with stderr_to_stdout(), watch(also_allowed=spec.also_allowed) as record:
             grads = torch.autograd.grad(y, leaves, dy, allow_unused=True, retain_graph=True)
     except Exception as e:
-        tb = traceback.format_exception(type(e), e, e.__traceback__)
-        raise CheckFailed(f"{spec.title}: your backward raised on {label}:\n" + "".join(tb[-3:]).rstrip()) from None
+        raise CheckFailed(f"{spec.title}: your backward raised on {label}:\n{where_it_raised(e)}") from None
     if record.launches == 0:
         raise CheckFailed(f"{spec.title}: your backward did not launch a Triton kernel on {label}.")
     if record.forbidden():

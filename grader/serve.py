@@ -16,13 +16,12 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import traceback
 
 import torch
 
 from . import exercises, timing
 from .checks import (PLACEMENTS, SPACER_MIB, _as_tuple, _plain, _student_grads, _student_graph,
-                     every_call_computes, run_student, student_call)
+                     every_call_computes, run_student, student_call, where_it_raised)
 from .compare import CheckFailed
 from .guard import watch
 from .quiet import stderr_to_stdout
@@ -130,8 +129,7 @@ def time_student(fn, key: str, dtype_name: str, seed: int, folder: str, request:
         _failed(folder, request, str(e))
         return
     except Exception as e:
-        tb = traceback.format_exception(type(e), e, e.__traceback__)
-        _failed(folder, request, f"{spec.title}: your function raised while it was timed:\n" + "".join(tb[-3:]).rstrip())
+        _failed(folder, request, f"{spec.title}: your function raised while it was timed:\n{where_it_raised(e)}")
         return
     _write(folder, request, {"ok": True, "ms": statistics.median(medians), "placements": medians})
 

@@ -4,6 +4,7 @@ import torch
 
 import grader
 from grader import checks, exercises
+from grader.compare import CheckFailed
 from conftest import on_cpu_only
 import kernels
 
@@ -217,3 +218,14 @@ def test_predictions_are_measured_on_a_fresh_size_at_grading(monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     sizes = {checks.measured_size() for _ in range(20)}
     assert len(sizes) > 1 and all(2**25 <= n <= 2**27 and n % 2**20 == 0 for n in sizes)
+
+
+def test_an_error_in_the_student_s_code_shows_their_line_not_the_grading_machine_s_files():
+    def broken(x, y):
+        return x.reshape(3, 7)    # the line a student must find
+
+    with pytest.raises(CheckFailed) as failed:
+        grader.check("day1.vector_add", broken)
+    message = str(failed.value)
+    assert "return x.reshape(3, 7)" in message and "RuntimeError" in message
+    assert "site-packages" not in message and "grader/checks.py" not in message
