@@ -42,6 +42,7 @@ from urllib.parse import parse_qsl, urlsplit
 import psutil
 
 from grader import sandbox
+from grader.checker import FLAGGED
 
 # How long a writer to a SQLite gradebook waits for another's lock before failing with "database is
 # locked". nbgrader's transactions last milliseconds; Python's default wait (5 s) is passed when an
@@ -318,7 +319,7 @@ def autograde_notebook(course: Course, day: str, student: str, notebook: str, ti
         status, reason = "timed out", (f"still running after {timeout_s:.0f} s (an endless loop or a hung "
                                        f"kernel?): scored 0")
     else:
-        status, reason = "graded", ""
+        status, reason = "graded", flags_in(log)
         if proc.returncode != 0 or "[AutogradeApp | ERROR]" in log:
             errors = [line for line in log.splitlines() if "ERROR" in line or "Error" in line]
             status, reason = "failed", (" | ".join(errors[-3:])[:500] or "nbgrader failed") + ": scored 0"
@@ -329,6 +330,12 @@ def autograde_notebook(course: Course, day: str, student: str, notebook: str, ti
         zero_notebook(course, day, student, notebook)
     return Run(student, day, notebook, status, round(time.monotonic() - start, 1), reason,
                gpu_index=device, **info)
+
+
+def flags_in(log: str) -> str:
+    """What the grading checker refused as physically impossible, from nbgrader's log: kept on record."""
+    flagged = [line.split(FLAGGED, 1)[1].strip() for line in log.splitlines() if FLAGGED in line]
+    return "; ".join(f"flagged: {f}" for f in flagged)[:500]
 
 
 def students_of(root: Path, day: str) -> list:

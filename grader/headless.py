@@ -142,10 +142,12 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
     def _get_checker(self, cell_index):
         if self._checker is None:
             self._warm_up.join()
+            from .checker import FLAGGED
             from .checker.exchange import Exchange
             from .checker.verdicts import Checker
             self._exchange = Exchange(self._kernel_uid())
-            self._checker = Checker(self._run_in_kernel, self._exchange, self._secret_seed)
+            self._checker = Checker(self._run_in_kernel, self._exchange, self._secret_seed,
+                                    flag=lambda message: self.log.warning("%s %s", FLAGGED, message))
         self._checker_cell_index = cell_index
         return self._checker
 

@@ -266,3 +266,50 @@ def test_a_verdict_is_written_as_nbgrader_scores_it_whatever_the_kernel_would_pr
     assert graded(Outcome(["OK"])) == 2
     assert graded(Outcome(["yours 9 ms"], error=("CheckFailed", "slow"))) == 0
     assert graded(Outcome([], error=("GPURequired", "no GPU"))) == 0
+
+
+def test_the_speed_verdict_credits_a_time_and_refuses_an_impossible_one(monkeypatch):
+    # The checker's arithmetic on a GPU's figures, without a GPU: vector add moves 805 MB at 2**26
+    # float32 elements, so 0.27 ms is 2982 GB/s (as torch.add on an H100) and 0.1 ms would be 8053 GB/s.
+    import asyncio
+    from grader.checker import verdicts
+    from grader.checks import CheckFailed as Failed
+    from grader.device import Device
+
+    class Exchange:
+        def forget(self, request):
+            pass
+
+    flags = []
+    checker = verdicts.Checker(None, Exchange(), flag=flags.append)
+    checker.dev = Device("cuda", "NVIDIA H100 80GB HBM3", (9, 0), "torch", "triton")
+    reported = {}
+
+    async def ask(title, call, function, *arguments):
+        return {"ok": True, "ms": reported["ms"], "placements": [reported["ms"]], "request": "r1"}
+
+    async def case(*arguments):
+        pass
+
+    monkeypatch.setattr(checker, "_ask", ask)
+    monkeypatch.setattr(checker, "_case", case)
+    monkeypatch.setattr(checker, "_time_baseline", lambda spec, dtype: [0.27] * 4)
+    monkeypatch.setattr(verdicts.timing, "copy_bandwidth_gbs", lambda: 3000.0)
+    call = GradedCall("check_speed", "day1.vector_add", "add", points=2.0)
+
+    reported["ms"] = 0.27
+    lines, points = asyncio.run(checker.check_speed(call))
+    assert points == 2.0 and any("1.00x" in line for line in lines) and flags == []
+    reported["ms"] = 0.5                     # 0.54x: a little above half the 0.9x target
+    assert 0 < asyncio.run(checker.check_speed(call))[1] < 0.5
+    reported["ms"] = 0.1
+    with pytest.raises(Failed, match="beyond what NVIDIA H100 80GB HBM3 can physically do"):
+        asyncio.run(checker.check_speed(call))
+    assert len(flags) == 1 and "not credited" in flags[0]
+
+
+def test_a_flag_of_the_checker_reaches_the_run_log():
+    log = ("[AutogradeApp | INFO] Autograding x\n[Execute | WARNING] grading checker flagged: vector add: "
+           "0.1000 ms is beyond what NVIDIA H100 80GB HBM3 can do: not credited\n")
+    assert batch.flags_in(log) == "flagged: vector add: 0.1000 ms is beyond what NVIDIA H100 80GB HBM3 can do: not credited"
+    assert batch.flags_in("[AutogradeApp | INFO] fine\n") == ""

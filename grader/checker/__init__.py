@@ -14,3 +14,6 @@ instead of running it in the kernel, asks `Checker` for the verdict:
 
 docs/threat-model.md says what this stops and what it does not yet.
 """
+
+# Marks a line of nbgrader's log that the batch copies into the instructor's run log (grader.batch).
+FLAGGED = "grading checker flagged:"

@@ -51,8 +51,10 @@ class Checker:
     """The verdicts of one notebook's graded cells. `run_in_kernel(code)` runs code in the student's
     kernel and returns its error as text, or None."""
 
-    def __init__(self, run_in_kernel, exchange, secret_seed: str | None = None, force_cpu: bool = False):
+    def __init__(self, run_in_kernel, exchange, secret_seed: str | None = None, force_cpu: bool = False,
+                 flag=lambda message: None):
         self.run_in_kernel = run_in_kernel
+        self.flag = flag    # for the instructor's run log: what the checker refused as impossible
         self.exchange = exchange
         self.rng = random.Random(int(secret_seed)) if secret_seed else random.SystemRandom()
         self.dev = _device.probe(force_cpu)
@@ -248,6 +250,8 @@ class Checker:
         beyond = (result.gbs is not None and result.gbs > CEILING_MARGIN * result.ceiling_gbs) or \
             (result.tflops is not None and result.peak_tflops and result.tflops > CEILING_MARGIN * result.peak_tflops)
         if beyond:
+            self.flag(f"{spec.title}: {yours:.4f} ms is beyond what {self.dev.name} can do "
+                      f"({result.gbs or 0:.0f} GB/s, {result.tflops or 0:.0f} TFLOP/s): not credited")
             raise CheckFailed("\n".join(lines) + f"\n{spec.title}: this time is beyond what {self.dev.name} can "
                               f"physically do, so the work was not all done in the timed calls: not credited.")
         points = round(result.credit * call.points, 4)
