@@ -102,23 +102,25 @@ def _python_implementation(func):
 
 
 def _launch_methods():
-    """(class, method, counts as a launch) for the Triton entry points a launch goes through.
+    """(class, method, counts as a launch, Triton's own work) for the entry points a launch goes through.
 
     On a GPU every launch goes through JITFunction.run. In the interpreter it ends in a GridExecutor
     call: from Triton 3.6 InterpretedFunction.run makes one, before 3.6 `kernel[grid]` made one
     directly and `run` was a per-instance closure, so the executor is where all versions meet.
     """
     import triton.runtime.jit as jit
-    methods = [(jit.JITFunction, "run", True)]
+    methods = [(jit.JITFunction, "run", True, True)]
     try:
         import triton.runtime.interpreter as interp
-        methods.append((interp.GridExecutor, "__call__", True))
+        # The interpreter runs the kernel's body as Python: that is the student's code, so it is
+        # watched (the interpreter's own work on tensors is views and copies, which are allowed).
+        methods.append((interp.GridExecutor, "__call__", True, False))
     except (ImportError, AttributeError):  # pragma: no cover
         pass
     import triton.runtime.autotuner as at
     # Autotuner and Heuristics wrap a JITFunction: their own benchmarking allocates tensors, which
     # is Triton's work, but the launch is counted once, at the JIT level.
-    methods += [(at.Autotuner, "run", False), (at.Heuristics, "run", False)]
+    methods += [(at.Autotuner, "run", False, True), (at.Heuristics, "run", False, True)]
     return methods
 
 
@@ -188,22 +190,23 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
     # Triton launches on torch's current stream: one that differs from the caller's is a side stream.
     caller_stream = torch.cuda.current_stream() if torch.cuda.is_available() else None
     originals = []
-    for cls, method, counts in _launch_methods():
+    for cls, method, counts, tritons in _launch_methods():
         original = getattr(cls, method)
 
-        def run(self, *args, _original=original, _counts=counts, **kwargs):
+        def run(self, *args, _original=original, _counts=counts, _tritons=tritons, **kwargs):
             if _counts and not kwargs.get("warmup", False):
                 record.launches += 1
                 if caller_stream is not None and torch.cuda.current_stream() != caller_stream:
                     record.side_streams += 1
             if callable(kwargs.get("grid")):
                 kwargs["grid"] = _StudentCode(kwargs["grid"], watcher)
-            watcher.in_triton += 1
+            depth = watcher.in_triton
+            watcher.in_triton = depth + 1 if _tritons else 0
             try:
                 with _hooks_watched(self, watcher):
                     return _original(self, *args, **kwargs)
             finally:
-                watcher.in_triton -= 1
+                watcher.in_triton = depth
 
         originals.append((cls, method, cls.__dict__.get(method)))
         setattr(cls, method, run)
@@ -219,10 +222,24 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
                 record.torch_ops.append(f"Tensor.{_name}")
             return _original(self, *args, **kwargs)
         setattr(torch.Tensor, name, leave)
+    # Work in another thread: the dispatch mode is the calling thread's alone, so PyTorch there would go
+    # unseen. An honest wrapper starts no thread and hands nothing to a pool.
+    import concurrent.futures
+    import threading
+    handoffs = [(threading.Thread, "start"), (concurrent.futures.ThreadPoolExecutor, "submit")]
+    own_handoffs = [(cls, name, cls.__dict__[name]) for cls, name in handoffs]
+    for cls, name, original in own_handoffs:
+        def handoff(self, *args, _original=original, _what=f"{cls.__name__}.{name}", **kwargs):
+            if not watcher.in_triton:
+                record.torch_ops.append(f"{_what} (work in another thread, which the grader does not watch)")
+            return _original(self, *args, **kwargs)
+        setattr(cls, name, handoff)
     try:
         with (watcher if ops else nullcontext()):
             yield record
     finally:
+        for cls, name, original in own_handoffs:
+            setattr(cls, name, original)
         for cls, method, own in originals:
             if own is None:
                 delattr(cls, method)     # it was inherited: back to the base class's

@@ -1,6 +1,6 @@
 """Cheats found by red-teaming the grader. Each test builds one and asserts that the grader rejects it.
-The two that grader.check alone still misses are marked xfail(strict=True), with the reason and what
-stops them elsewhere, so that a fix shows up as an XPASS that asks for the mark to be removed.
+Every cheat here is refused: a new one that grader.check misses would be marked xfail(strict=True),
+with the reason and what stops it elsewhere, so that a fix shows up as an XPASS.
 
 Three ways to run a cheat, from fastest:
 - `grader.check` called directly, for cheats that need no notebook trick and leave no state behind;
@@ -166,13 +166,8 @@ def _softmax_numpy(x):
     pytest.param("day1.vector_add", _add_in_a_pre_run_hook, id="pre-run-hook"),
     pytest.param("day1.vector_add", _add_in_an_autotune_pre_hook, id="autotune-pre-hook"),
     pytest.param("day1.vector_add", _add_in_a_heuristic, id="heuristic"),
-    pytest.param("day1.vector_add", _add_in_a_thread, id="thread", marks=xfail(
-        strict=True, reason="open: TorchDispatchMode is thread-local, so torch.add in a worker thread is not seen by "
-                           "grader.check; a submission cannot start one (code_rules forbids threading, concurrent, "
-                           "multiprocessing), which test_code_rules checks")),
-    pytest.param("day1.vector_add", _add_from_kernel_callback, id="kernel-callback", marks=xfail(
-        strict=True, reason="open, CPU only: in the interpreter a kernel body is Python and may call PyTorch, and ops "
-                           "inside a launch are the interpreter's; a GPU kernel cannot call Python")),
+    pytest.param("day1.vector_add", _add_in_a_thread, id="thread"),
+    pytest.param("day1.vector_add", _add_from_kernel_callback, id="kernel-callback"),
 ])
 def test_the_answer_computed_outside_triton_is_refused(key, fn):
     with pytest.raises(CheckFailed):
