@@ -167,18 +167,24 @@ def _student_grads(spec, y, leaves, dy, label):
     return grads
 
 
-def _check_backward_case(spec, fn, shape, dtype, dev, gen, seed):
-    args = spec.make_inputs(shape, dtype, dev.torch_device, gen)
-    label = f"shape {shape}, {_dtype_name(dtype)} (seed {seed})"
-    # The exact gradients: PyTorch's autograd through the reference in float64.
+def expected_gradients(spec, args, gen, dtype) -> tuple:
+    """(the exact input gradients, the output gradient fed in) of a backward case: PyTorch's autograd
+    through the reference in float64, dy drawn from the case's generator after its inputs."""
     ref_leaves = [a.detach().double().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
                   else a for a in args]
     y_ref = spec.reference(*ref_leaves)
-    dy = torch.randn(y_ref.shape, generator=gen, device=dev.torch_device).to(dtype)
-    expected = [g.to(dtype) for g in torch.autograd.grad(y_ref, _differentiable(ref_leaves), dy.double())]
+    dy = torch.randn(y_ref.shape, generator=gen, device=y_ref.device).to(dtype)
+    grads = torch.autograd.grad(y_ref, _differentiable(ref_leaves), dy.double())
+    return tuple(g.to(dtype) for g in grads), dy
+
+
+def _check_backward_case(spec, fn, shape, dtype, dev, gen, seed):
+    args = spec.make_inputs(shape, dtype, dev.torch_device, gen)
+    label = f"shape {shape}, {_dtype_name(dtype)} (seed {seed})"
+    expected, dy = expected_gradients(spec, args, gen, dtype)
     y, leaves = _student_graph(spec, fn, args, label)
     grads = _student_grads(spec, y, leaves, dy, label)
-    _compare_outputs(spec, tuple(grads), tuple(expected), dtype, label)
+    _compare_outputs(spec, tuple(grads), expected, dtype, label)
 
 
 def check(key: str, fn, hidden: bool = False) -> None:

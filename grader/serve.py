@@ -47,11 +47,6 @@ def case_inputs(spec, shape, dtype, device: str, seed: int):
     return spec.make_inputs(shape, dtype, device, gen), gen
 
 
-def output_gradient(gen, shape, dtype, device: str) -> torch.Tensor:
-    """The gradient a backward case feeds in, drawn from the case's generator after its inputs."""
-    return torch.randn(tuple(shape), generator=gen, device=device).to(dtype)
-
-
 def _write(folder: str, request: str, result: dict, tensors=()) -> None:
     """The result of one request: tensors as raw bytes, then a JSON summary written last."""
     described = []
@@ -84,7 +79,8 @@ def kernel_case(fn, key: str, index: int, dtype_name: str, device: str, seed: in
     try:
         args, gen = case_inputs(spec, shape, dtype, device, seed)
         if spec.backward:
-            dy = output_gradient(gen, dy_shape, dtype, device)
+            # the output gradient, drawn after the inputs as checks.expected_gradients draws it
+            dy = torch.randn(tuple(dy_shape), generator=gen, device=device).to(dtype)
             y, leaves = _student_graph(spec, fn, args, label)
             outputs = _student_grads(spec, y, leaves, dy, label)
         else:

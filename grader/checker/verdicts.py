@@ -25,7 +25,7 @@ import torch
 from .. import device as _device
 from .. import exercises, hardware, serve, timing
 from ..checks import (HIDDEN_PREDICTION_CASES, PLACEMENTS, SPACER_MIB, SpeedResult, _as_tuple, _compare_outputs,
-                      _differentiable, _dtype_name, baseline_call, how_far)
+                      _dtype_name, baseline_call, expected_gradients, how_far)
 from ..compare import CheckFailed
 from ..quiet import stderr_to_stdout
 from .exchange import ExchangeError
@@ -142,12 +142,8 @@ class Checker:
         args, gen = serve.case_inputs(spec, shape, dtype, device, seed)
         if not spec.backward:
             return _as_tuple(spec.reference(*args)), None
-        ref_leaves = [a.detach().double().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
-                      else a for a in args]
-        y_ref = spec.reference(*ref_leaves)
-        dy = serve.output_gradient(gen, y_ref.shape, dtype, device)
-        grads = torch.autograd.grad(y_ref, _differentiable(ref_leaves), dy.double())
-        return tuple(g.to(dtype) for g in grads), list(y_ref.shape)
+        expected, dy = expected_gradients(spec, args, gen, dtype)
+        return expected, list(dy.shape)
 
     async def check(self, call):
         spec = exercises.get(call.key)
