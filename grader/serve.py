@@ -6,10 +6,11 @@ functions below, to call the student's function on inputs made from a seed it ch
 case, and to write what the function returned into an exchange folder that the checker created for
 this kernel. The checker makes the same inputs itself, computes the expected values, and compares.
 
-Everything here runs in the student's process, so nothing here is trusted: a notebook that replaces
-these functions can only hand over wrong results or none, which fail. What is kept here is the
-in-process layer that helps honest students (the guard's launch count and PyTorch-op watch, poisoned
-allocations, unchanged inputs): its messages explain a failure, but a pass is decided by the checker.
+Everything here runs in the student's process, so nothing here is trusted. A notebook that replaces
+these functions cannot make a wrong answer pass (the checker compares), but it can hand over right
+answers that PyTorch computed, and (on a GPU) report a time it did not take: the in-process guard kept
+here (launch count, PyTorch-op watch, poisoned allocations, unchanged inputs) is what still judges
+"Triton, not PyTorch", and docs/threat-model.md lists how it is bypassed.
 """
 from __future__ import annotations
 
