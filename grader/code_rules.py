@@ -13,17 +13,35 @@ None of this is needed to write a kernel. The rules, in the words the student se
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 
 # Calls and names that reach around the language: running strings as code, setting attributes by
 # name, reading or writing a module's namespace.
 FORBIDDEN_NAMES = frozenset({"exec", "eval", "compile", "__import__", "setattr", "delattr", "getattr", "globals",
                              "vars", "locals", "__builtins__", "get_ipython"})
+# Those of them that are also reached as another module's attribute (`IPython.get_ipython`,
+# `builtins.exec`); `compile` is left out here, since `re.compile` is everyday code.
+ESCAPES = FORBIDDEN_NAMES - {"compile", "getattr"}
 # Modules whose only use in a notebook cell would be to patch, introspect or escape the process (or, for
 # threads, to run PyTorch where the grader's per-thread watcher does not look). Their names may not be
 # used either: the Colab install cell, which is not checked, binds some of them.
 FORBIDDEN_MODULES = frozenset({"builtins", "importlib", "ctypes", "gc", "inspect", "unittest", "subprocess",
-                               "multiprocessing", "threading", "concurrent", "asyncio", "signal", "pty"})
+                               "multiprocessing", "threading", "concurrent", "asyncio", "signal", "pty",
+                               # modules that run code given as a string, a file or serialized bytes
+                               "pickle", "marshal", "shelve", "dill", "cloudpickle", "code", "codeop", "runpy",
+                               "timeit", "cProfile", "profile", "pdb", "bdb", "trace", "doctest", "pydoc",
+                               "zipimport", "pkgutil", "imp", "site", "cffi"})
+# Attribute and imported names that run code or start processes by another route: a process (os.system,
+# os.exec*), native code compiled at run time, code objects built by hand, serialized objects that run
+# code when loaded (torch.load with weights_only=False, NumPy's allow_pickle), packages of code.
+FORBIDDEN_CALLS = frozenset({"system", "popen", "fork", "forkpty", "execv", "execve", "execl", "execle", "execlp",
+                             "execlpe", "execvp", "execvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv",
+                             "spawnve", "spawnvp", "spawnvpe", "posix_spawn", "posix_spawnp", "startfile",
+                             "cpp_extension", "load_inline", "CodeType", "FunctionType", "hub"})
+FORBIDDEN_KEYWORDS = frozenset({"weights_only", "allow_pickle"})
+# operator's ways to reach attributes by name: allowed, as getattr is, with public names written out.
+NAMED_GETTERS = frozenset({"attrgetter", "methodcaller"})
 # What a student's cell may use of the grader: its public functions (grader.__all__), not its modules.
 GRADER_API = frozenset({"setup", "current", "Device", "check", "check_speed", "check_prediction",
                         "check_prediction_on_gpu", "report_speed", "credit", "grading", "bench", "CheckFailed",
@@ -39,6 +57,20 @@ FORBIDDEN_SYS = frozenset({"modules", "settrace", "setprofile", "_getframe", "me
                            # frames and tracebacks: a way up to the grader's local variables
                            "f_back", "f_locals", "f_globals", "tb_frame", "tb_next", "gi_frame", "cr_frame",
                            "ag_frame", "exc_info", "exception"})
+# Protocols by which another library reads a tensor's memory or an object answers for one (NumPy's array
+# interface, DLPack, PyTorch's own overrides), and the hooks that make any attribute lookup run code:
+# a submission may neither define them nor name them, since each hands PyTorch's data to code the
+# grader does not watch. Classes built at run time (`type(name, bases, namespace)`) are refused too.
+PROTOCOL_NAMES = frozenset({"__array__", "__array_interface__", "__array_struct__", "__array_function__",
+                            "__array_ufunc__", "__array_priority__", "__cuda_array_interface__", "__dlpack__",
+                            "__dlpack_device__", "to_dlpack", "from_dlpack", "__torch_function__",
+                            "__torch_dispatch__", "__getattr__", "__getattribute__", "__module__",
+                            "__init_subclass__", "__set_name__", "__class_getitem__", "__prepare__"})
+# Attribute names that reach a class's bases, where the grader's watch on torch.Tensor would be skipped.
+FORBIDDEN_ATTRIBUTES = frozenset({"mro"})
+# PyTorch's own operator namespaces: `torch.library` may add operators of the student's own, not
+# replace these.
+TORCH_NAMESPACES = ("aten", "prims", "prim", "_")
 # Not a rule: taking data out of PyTorch (`.numpy()`, `.tolist()`, a debugging print). While a graded
 # call runs, the grader's guard sees every way out (grader/guard.py) and refuses the answer; outside
 # it, a student's own print of a result harms nothing.
@@ -130,6 +162,103 @@ def imported_names(sources) -> set:
     return names
 
 
+@functools.lru_cache(maxsize=None)
+def _installed(name: str) -> bool:
+    """Whether `name` is a module of Python or of an installed package, not a file next to the notebook:
+    the search leaves out the working directory, where a notebook could have written one."""
+    import importlib.machinery
+    import os
+    import sys
+    if name in sys.builtin_module_names or name in ("grader", "__future__"):
+        return True
+    here = {"", ".", os.getcwd()}
+    path = [p for p in sys.path if p not in here and os.path.abspath(p) != os.getcwd()]
+    return importlib.machinery.PathFinder.find_spec(name, path) is not None
+
+
+def _bound_names(node):
+    """The names a statement binds other than by a plain `name = ...` (which ast.Name shows)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield node.name
+    elif isinstance(node, ast.alias) and node.asname:
+        yield node.asname
+    elif isinstance(node, ast.arg):
+        yield node.arg
+    elif isinstance(node, ast.ExceptHandler) and node.name:
+        yield node.name
+    elif isinstance(node, (ast.Global, ast.Nonlocal)):
+        yield from node.names
+    elif type(node).__name__ in ("MatchAs", "MatchStar") and node.name:
+        yield node.name
+    elif type(node).__name__ == "MatchMapping" and node.rest:
+        yield node.rest
+
+
+def _super_of_own_class(node, classes) -> bool:
+    """`super(Cls, self)` written inside a method of Cls, about its own first argument (older PyTorch
+    code's `super(MyModule, self).__init__()`); any other two-argument super skips a class's methods."""
+    if len(node.args) != 2 or not all(isinstance(a, ast.Name) for a in node.args):
+        return False
+    return (node.args[0].id, node.args[1].id) in classes
+
+
+def _is_magic_target(node) -> bool:
+    """`get_ipython().system` and the like: a shell line or magic, which is dropped, not refused."""
+    value = node.value
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "get_ipython"
+
+
+def _bindings_and_protocols(tree) -> list:
+    problems = []
+    # (class name, first parameter) of every method, for the two-argument super() check
+    methods = {(c.name, f.args.args[0].arg) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+               for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.args.args}
+    for node in ast.walk(tree):
+        for name in _bound_names(node):
+            if name in FORBIDDEN_NAMES or name in FORBIDDEN_MODULES:
+                problems.append(f"rebinds the name {name}")
+            elif name in PROTOCOL_NAMES:
+                problems.append(f"defines {name}")
+        if isinstance(node, ast.Name) and node.id in PROTOCOL_NAMES:
+            problems.append(f"uses {node.id}")
+        elif isinstance(node, ast.Attribute) and node.attr in PROTOCOL_NAMES | ESCAPES | FORBIDDEN_CALLS \
+                and not _is_magic_target(node):
+            problems.append(f"uses {node.attr}")
+        elif isinstance(node, ast.Attribute) and node.attr == "path" and _root(node) == "sys":
+            problems.append("uses sys.path")
+        elif isinstance(node, ast.alias) and set(node.name.split(".")) & (PROTOCOL_NAMES | ESCAPES | FORBIDDEN_CALLS):
+            problems.append(f"imports {node.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "path" for a in node.names):
+            problems.append("imports sys.path")
+        elif isinstance(node, ast.keyword) and node.arg in FORBIDDEN_KEYWORDS:
+            problems.append(f"uses {node.arg}=")
+        elif isinstance(node, ast.Name) and node.id.startswith("__") and node.id.endswith("__") \
+                and node.id not in ALLOWED_DUNDERS:
+            problems.append(f"uses {node.id}")
+        elif isinstance(node, ast.keyword) and node.arg in PROTOCOL_NAMES:
+            problems.append(f"uses {node.arg}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in PROTOCOL_NAMES:
+            problems.append(f"names {node.value}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "type" and len(node.args) == 3:
+                problems.append("builds a class with type(name, bases, namespace)")
+            elif node.func.id == "super" and node.args and not _super_of_own_class(node, methods):
+                problems.append("calls super() with arguments other than its own class and self")
+        if isinstance(node, ast.Call) and _chain(node.func).split(".")[-1] in NAMED_GETTERS \
+                and not all(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                            and all(part.isidentifier() and not part.startswith("_") for part in a.value.split("."))
+                            for a in node.args[:1 if "methodcaller" in _chain(node.func) else None]):
+            problems.append(f"uses {_chain(node.func)} with a name that is not a public one written out")
+        elif isinstance(node, ast.Name) and node.id in NAMED_GETTERS and not isinstance(node.ctx, ast.Load):
+            problems.append(f"rebinds the name {node.id}")
+        if isinstance(node, ast.Call) and "library" in _chain(node.func).split("."):
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
+                        and arg.value.split("::")[0].split("/")[0] in TORCH_NAMESPACES:
+                    problems.append(f"changes PyTorch's own operators ({_chain(node.func)}({arg.value!r}))")
+    return problems
+
+
 def check_cell(source: str, modules: set = KNOWN_MODULES) -> Verdict:
     """Which rules a student's cell breaks; `modules` are the notebook's imported names."""
     verdict = Verdict()
@@ -164,6 +293,7 @@ def _check_tree(tree, modules, verdict):
             verdict.dropped.append(f"the magic %{name}")
 
     plain_getattr = {id(node.func) for node in ast.walk(tree) if _is_plain_getattr(node)}
+    problems += _bindings_and_protocols(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and id(node) not in magic_nodes \
                 and id(node) not in plain_getattr:
@@ -174,7 +304,7 @@ def _check_tree(tree, modules, verdict):
             if node.attr.startswith("__") and node.attr not in ALLOWED_DUNDERS:
                 problems.append(f"reaches into {node.attr}")
             root = _root(node)
-            if node.attr in FORBIDDEN_SYS or node.attr == "sys":
+            if node.attr in FORBIDDEN_SYS or node.attr == "sys" or node.attr in FORBIDDEN_ATTRIBUTES:
                 problems.append(f"uses {_chain(node)}")
             elif node.attr.startswith("_") and not node.attr.startswith("__"):
                 problems.append(f"uses the private {_chain(node)}")
@@ -194,6 +324,9 @@ def _check_tree(tree, modules, verdict):
                 parts = mod.split(".")
                 if parts[0] in FORBIDDEN_MODULES or (mod != "__future__" and any(p.startswith("_") for p in parts)):
                     problems.append(f"imports {mod}")
+                elif parts[0] and not getattr(node, "level", 0) and not _installed(parts[0]):
+                    problems.append(f"imports {parts[0]}, which is not an installed module (a module the "
+                                    f"notebook writes itself would run unchecked)")
             for alias in node.names:
                 bound = (alias.asname or alias.name).split(".")[0]
                 if bound == "grader" and not (isinstance(node, ast.Import) and alias.name == "grader"):
@@ -220,8 +353,12 @@ RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any othe
          "`sys.modules`, no private `_` attributes), may use only the grader's public functions "
          "(`grader.check`, `grader.setup`, ...), may not run strings as code or reach names by a string "
          "built at run time (`exec`, `eval`, `__import__`, `setattr`, `globals`; `getattr(obj, \"name\")` "
-         "with the name written out is fine) and may not use builtins, importlib, inspect, gc, ctypes, "
-         "unittest, subprocess, threads or other processes. Shell commands and magics other than %time, "
+         "with the name written out is fine) nor define or rebind those names, may not hand tensors to "
+         "other libraries (NumPy's array interface, DLPack, `__torch_function__`) or replace PyTorch's own "
+         "operators, may import only installed modules and not those that run code from strings, files or "
+         "bytes (pickle, timeit, code, runpy, pdb, ...; time with `%timeit` or `triton.testing.do_bench`), "
+         "and may not use builtins, importlib, inspect, gc, ctypes, "
+         "unittest, subprocess, threads, `os.system` or other processes. Shell commands and magics other than %time, "
          "%timeit and %matplotlib (without options) are removed before grading.")
 
 

@@ -179,6 +179,8 @@ def _switch_on_interpreter() -> None:
         triton.knobs.runtime.interpret = True
     except (ImportError, AttributeError):
         pass
+    from .interpreter_driver import install
+    install()    # Triton's driver queries (tutorials, autotune, do_bench) answered on the CPU
 
 
 def _uses_gpu(force_cpu: bool) -> bool:
@@ -200,6 +202,10 @@ def detect(force_cpu: bool = False) -> Device:
         # only if they were defined with the interpreter on.
         _switch_on_interpreter()
     _current = probe(force_cpu)
+    # PyTorch's operators as they are before any student cell runs (the set-up cell comes first): a
+    # notebook that later replaces one (torch.library on the aten namespace) is caught by the guard.
+    from .guard import remember_operators
+    remember_operators()
     return _current
 
 

@@ -7,8 +7,10 @@ tensors with ATen ops), so launches are counted and everything inside them is ig
 """
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -25,10 +27,11 @@ clone copy_ _to_copy contiguous is_same_size set_ resize_ view_as_real
 view_as_complex _reshape_alias unfold
 """.split())
 
-# `.item()` reads a scalar to the host: honest code does it a few times (a count of non-ignored labels
-# before launching, as Liger-Kernel's cross-entropy does); computing the answer one element at a time on
-# the host needs many more. More than this many in one call is computing with Python.
-HOST_SCALARS = 16
+# Values read out of tensors into Python or NumPy (`.item()`, `.tolist()`, `.numpy()`, a print): honest
+# code reads a few (a count of non-ignored labels before launching, as Liger-Kernel's cross-entropy does;
+# a debugging `print(out[:4].tolist())`); computing the answer on the host needs the whole tensor. More
+# than this many elements in one call is computing outside Triton.
+HOST_ELEMENTS = 64
 
 # Allocations whose contents are undefined: the guard fills them with poison (compare.POISON_BITS) so
 # that an element a kernel forgets to write shows up as such instead of as leftover data.
@@ -42,6 +45,7 @@ class CallRecord:
     torch_ops: list = field(default_factory=list)     # names of disallowed ATen ops, in order
     device_moves: list = field(default_factory=list)  # copies between devices (e.g. .cpu())
     side_streams: int = 0                              # launches on a stream other than the caller's
+    kernels: Counter = field(default_factory=Counter)  # launches by Triton kernel name
 
     def forbidden(self) -> list:
         """The PyTorch computations and device copies the function made (names of ATen ops)."""
@@ -55,7 +59,14 @@ class _Watcher(TorchDispatchMode):
         self.poison = poison
         self.allowed = allowed
         self.in_triton = 0
-        self.scalars = 0
+        self.host_elements = 0
+
+    def read_out(self, what: str, elements: int) -> None:
+        """The student's code took `elements` values out of PyTorch by `what`."""
+        self.host_elements += elements
+        if self.host_elements - elements <= HOST_ELEMENTS < self.host_elements:   # said once, when crossed
+            self.record.torch_ops.append(f"{what} (more than {HOST_ELEMENTS} values read out of tensors "
+                                         "into Python; printing a few is fine)")
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -66,9 +77,7 @@ class _Watcher(TorchDispatchMode):
             return out
         name = func.overloadpacket.__name__
         if name == "_local_scalar_dense":
-            self.scalars += 1
-            if self.scalars > HOST_SCALARS:
-                self.record.torch_ops.append(f"aten.{name} (more than {HOST_SCALARS} .item() reads)")
+            self.read_out("Tensor.item", 1)
         elif name not in self.allowed:
             self.record.torch_ops.append(f"aten.{name}")
         elif name == "_to_copy" and "device" in kwargs and args and \
@@ -115,6 +124,9 @@ def _launch_methods():
         # The interpreter runs the kernel's body as Python: that is the student's code, so it is
         # watched (the interpreter's own work on tensors is views and copies, which are allowed).
         methods.append((interp.GridExecutor, "__call__", True, False))
+        # ... but its copying of the arguments to the host and back is Triton's.
+        methods += [(interp.GridExecutor, name, False, True) for name in ("_init_args_hst", "_restore_args_dev")
+                    if hasattr(interp.GridExecutor, name)]
     except (ImportError, AttributeError):  # pragma: no cover
         pass
     import triton.runtime.autotuner as at
@@ -147,6 +159,38 @@ class _StudentCode:
         return self.fn == (other.fn if isinstance(other, _StudentCode) else other)
 
 
+def _is_trusted(fn) -> bool:
+    """Whether a callable is Triton's or the grader's own code (a default benchmarker, say), not the
+    student's: where its code was written, which a submitted cell cannot choose (no compile, exec)."""
+    import triton
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_filename.startswith(
+        (str(Path(triton.__file__).parent), str(Path(__file__).parent)))
+
+
+# What a kernel launch may be given: tensors, numbers, strings, dtypes and Triton's own objects
+# (constexprs, tensor descriptors). Triton reads attributes of every argument while it launches (a
+# tensor's dtype, data_ptr and strides, an autotuner's key), in code the guard does not watch as the
+# student's: an object of the student's own class there could run anything from a property.
+_PLAIN_TYPES = (int, float, bool, str, type(None), torch.dtype, torch.device)
+_TENSOR_TYPES = tuple(t for t in (torch.Tensor, torch.nn.Parameter, getattr(torch.nn, "Buffer", None)) if t)
+
+
+def _plain_argument(value) -> bool:
+    kind = type(value)
+    if kind in _PLAIN_TYPES or kind in _TENSOR_TYPES or isinstance(value, _StudentCode):
+        return True
+    if kind in (tuple, list):
+        return all(_plain_argument(v) for v in value)
+    return kind.__module__.split(".")[0] in ("triton", "numpy")
+
+
+def _odd_arguments(args, kwargs) -> list:
+    """Type names of launch arguments that are not plain (the grid function is the student's code)."""
+    values = list(args) + [v for k, v in kwargs.items() if k != "grid"]
+    return sorted({type(v).__name__ for v in values if not _plain_argument(v)})
+
+
 @contextmanager
 def _hooks_watched(launcher, watcher):
     """While a launch runs, the student's hooks on it are _StudentCode; afterwards, as they were."""
@@ -167,6 +211,12 @@ def _hooks_watched(launcher, watcher):
     for config in getattr(launcher, "configs", None) or ():
         if callable(getattr(config, "pre_hook", None)):
             swap(config, "pre_hook", _StudentCode(config.pre_hook, watcher))
+    # An Autotuner's pruning and benchmarking functions, when the student passed them (Triton's own
+    # benchmarker allocates and reduces timings: that is Triton's work).
+    for name in ("early_config_prune", "perf_model", "_do_bench", "do_bench"):
+        value = launcher.__dict__.get(name) if hasattr(launcher, "__dict__") else None
+        if callable(value) and not isinstance(value, _StudentCode) and not _is_trusted(value):
+            swap(launcher, name, _StudentCode(value, watcher))
     values = getattr(launcher, "values", None)        # a Heuristics'
     if isinstance(values, dict):
         swap(launcher, "values", {k: _StudentCode(v, watcher) if callable(v) else v for k, v in values.items()})
@@ -175,6 +225,75 @@ def _hooks_watched(launcher, watcher):
     finally:
         for owner, name, value in reversed(swapped):
             setattr(owner, name, value)
+
+
+# GPU kernels that PyTorch runs for the operations any wrapper may use: filling an allocation, copying
+# (contiguous, clone, a cast), arange, memory copies and sets. They cannot compute an answer.
+BOOKKEEPING_KERNELS = ("FillFunctor", "copy_kernel", "direct_copy", "elementwise_kernel_with_index",
+                       "Memset", "Memcpy")
+# Of the GPU time of a call, the share that other kernels may take: an exercise's permitted PyTorch
+# finish (cross-entropy's mean over rows, a sum of per-program partials) is small beside the work.
+FOREIGN_GPU_SHARE = 0.10
+
+
+def foreign_gpu_work(ran: list, launched: Counter) -> tuple:
+    """(names, share of GPU time) of the kernels in `ran` ((name, µs) in order, as a profiler saw the
+    device run them) that are neither the student's Triton launches (`launched`, by kernel name) nor
+    PyTorch's bookkeeping. A Triton kernel named like a cuBLAS one accounts for its own launches only."""
+    left = Counter(launched)
+    names, foreign, total = set(), 0.0, 0.0
+    for name, us in ran:
+        total += us
+        if left[name] > 0:
+            left[name] -= 1
+        elif not any(part in name for part in BOOKKEEPING_KERNELS):
+            names.add(name)
+            foreign += us
+    return sorted(names), (foreign / total if total else 0.0)
+
+
+# Kernels registered for PyTorch's own operators when the notebook was set up (torch.library's record).
+_builtin_operators = None
+_TORCH_NAMESPACES = ("aten", "prims", "prim")
+
+
+def _operator_registrations() -> set:
+    import torch.library
+    return {key for key in getattr(torch.library, "_impls", ()) if key.split("/")[0] in _TORCH_NAMESPACES}
+
+
+def remember_operators() -> None:
+    global _builtin_operators
+    if _builtin_operators is None:
+        _builtin_operators = _operator_registrations()
+
+
+def replaced_operators() -> list:
+    """PyTorch's own operators that the notebook gave a kernel of its own since it was set up: such a
+    kernel runs below the watcher (a `zeros_like` that adds, say), so the watch cannot vouch for it."""
+    remember_operators()
+    return sorted(_operator_registrations() - _builtin_operators)
+
+
+# A tensor printed during a watched call: at most this many values in full, else a summary of its corners.
+PRINTED_IN_FULL = 32
+
+
+def _summary(tensor, original_repr, watcher) -> str:
+    """A debugging print during a graded call: a summary (two values at each end of each dimension) that
+    costs nothing, or a small tensor in full, counted as values read out. Whatever print options the
+    notebook set, the text never holds the whole of a large tensor."""
+    options = torch._tensor_str.PRINT_OPTS
+    saved = (options.threshold, options.edgeitems)
+    if tensor.numel() <= PRINTED_IN_FULL:
+        watcher.read_out("Tensor.__repr__", tensor.numel())
+    watcher.in_triton += 1    # PyTorch's formatting (abs, max, ...) is not the student's computation
+    try:
+        torch.set_printoptions(threshold=PRINTED_IN_FULL, edgeitems=2)
+        return original_repr(tensor)
+    finally:
+        torch.set_printoptions(threshold=saved[0], edgeitems=saved[1])
+        watcher.in_triton -= 1
 
 
 @contextmanager
@@ -186,6 +305,9 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
     kernels, so the block runs at full speed (the speed checks time under it).
     """
     record = CallRecord()
+    for key in replaced_operators():
+        namespace, op = key.split("/")[:2]
+        record.torch_ops.append(f"{namespace}::{op} (PyTorch's own operator, replaced by the notebook)")
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     # Triton launches on torch's current stream: one that differs from the caller's is a side stream.
     caller_stream = torch.cuda.current_stream() if torch.cuda.is_available() else None
@@ -193,9 +315,14 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
     for cls, method, counts, tritons in _launch_methods():
         original = getattr(cls, method)
 
-        def run(self, *args, _original=original, _counts=counts, _tritons=tritons, **kwargs):
+        def run(self, *args, _original=original, _counts=counts, _tritons=tritons,
+                _entry=method in ("run", "__call__"), **kwargs):
+            if _entry and not watcher.in_triton:
+                for name in _odd_arguments(args, kwargs):
+                    record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
             if _counts and not kwargs.get("warmup", False):
                 record.launches += 1
+                record.kernels[getattr(self, "__name__", None) or type(self).__name__] += 1
                 if caller_stream is not None and torch.cuda.current_stream() != caller_stream:
                     record.side_streams += 1
             if callable(kwargs.get("grid")):
@@ -210,17 +337,28 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
 
         originals.append((cls, method, cls.__dict__.get(method)))
         setattr(cls, method, run)
-    # Ways out of PyTorch that no ATen op shows: the data as a NumPy array or a Python list, to compute
-    # with there (np.add(x, y) goes through __array__, np.from_dlpack(x) through __dlpack__). The
+    # Ways out of PyTorch that no ATen op shows: the data as a NumPy array, a Python list, raw storage
+    # bytes (also what pickling or torch.save reads), to compute with there (np.add(x, y) goes through
+    # __array__, np.from_dlpack(x) through __dlpack__). A few values are fine (a debugging print); the
     # interpreter's own conversions, inside a launch, are Triton's.
-    exits = {name: torch.Tensor.__dict__.get(name) for name in ("numpy", "tolist", "__array__", "__dlpack__")}
+    exits = {name: torch.Tensor.__dict__.get(name)
+             for name in ("numpy", "tolist", "__array__", "__dlpack__", "untyped_storage", "storage",
+                          "__repr__")}
     for name in exits:
         original = getattr(torch.Tensor, name)
 
         def leave(self, *args, _name=name, _original=original, **kwargs):
-            if not watcher.in_triton:
-                record.torch_ops.append(f"Tensor.{_name}")
-            return _original(self, *args, **kwargs)
+            if watcher.in_triton:
+                return _original(self, *args, **kwargs)
+            if _name == "__repr__":
+                return _summary(self, _original, watcher)
+            watcher.read_out(f"Tensor.{_name}", self.numel())
+            # What PyTorch does to convert a tensor is not the student's computation.
+            watcher.in_triton += 1
+            try:
+                return _original(self, *args, **kwargs)
+            finally:
+                watcher.in_triton -= 1
         setattr(torch.Tensor, name, leave)
     # Work in another thread: the dispatch mode is the calling thread's alone, so PyTorch there would go
     # unseen. An honest wrapper starts no thread and hands nothing to a pool.

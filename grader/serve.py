@@ -24,7 +24,7 @@ from . import exercises, timing
 from .checks import (PLACEMENTS, SPACER_MIB, _as_tuple, _plain, _student_grads, _student_graph,
                      every_call_computes, run_student, student_call, where_it_raised)
 from .compare import CheckFailed
-from .guard import watch
+from .guard import FOREIGN_GPU_SHARE, foreign_gpu_work, watch
 from .quiet import stderr_to_stdout
 
 
@@ -122,6 +122,18 @@ def time_student(fn, key: str, dtype_name: str, seed: int, folder: str, request:
                 call = every_call_computes(spec, call, args, record)
                 with stderr_to_stdout():
                     medians.append(timing.compare({"yours": call}, budget_ms=200 / PLACEMENTS)["yours"])
+        # One call more, as the timed ones ran (no watcher), under PyTorch's profiler: the GPU itself
+        # says which kernels ran. A function that computes with Triton only while it is watched, and
+        # with cuBLAS or PyTorch otherwise, shows those kernels here.
+        args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
+        with watch(poison=False, ops=False) as record:
+            ran = gpu_kernels(student_call(spec, fn, args))
+        names, share = foreign_gpu_work(ran, record.kernels)
+        if share > FOREIGN_GPU_SHARE:
+            raise CheckFailed(f"{spec.title}: run as in the timed calls, your function spent {share:.0%} of its "
+                              f"GPU time in kernels that are not its Triton kernels "
+                              f"({', '.join(n[:80] for n in names[:3])}). The work must be done by your "
+                              f"Triton kernels, timed or not.")
     except CheckFailed as e:
         _failed(folder, request, str(e))
         return
@@ -130,3 +142,15 @@ def time_student(fn, key: str, dtype_name: str, seed: int, folder: str, request:
         return
     _write(folder, request, {"ok": True, "ms": statistics.median(medians), "placements": medians})
 
+
+def gpu_kernels(call) -> list:
+    """The GPU kernels (and memory copies) that ran during one call, as (name, µs) in order, as the
+    profiler (CUPTI) sees them: from the device's side, whatever Python path launched them."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with stderr_to_stdout(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    events.sort(key=lambda e: e.time_range.start)
+    return [(e.name, e.time_range.end - e.time_range.start) for e in events]

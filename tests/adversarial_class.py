@@ -1,4 +1,4 @@
-"""A synthetic class of 32 submissions across the four days: full, partial, blank, broken and cheating.
+"""A synthetic class of 34 submissions across the four days: full, partial, blank, broken and cheating.
 
 `hand_in(folder)` writes them as an LMS download would hold them (names as students and Colab give
 them); `EXPECTED` says what each must score, without a GPU and on one, and why. Built from the
@@ -51,6 +51,10 @@ EXPECTED = {
     "d2_ce_all_rows": ("day2", 0, 0, "cross-entropy mean over all rows, ignored ones included"),
     "d3_full": ("day3", 8, 12, "everything right"),
     "d3_torch_matmul": ("day3", 2, 4, "matmul by torch.matmul (epilogue right); only matmul handed in"),
+    "d3_cublas_unwatched": ("day3", 5, 7, "matmul honest while the guard watches (its allocations are poisoned), "
+                            "torch.matmul in the timed calls: the profiled timed-mode call shows cuBLAS"),
+    "d3_fingerprint": ("day3", 5, 7, "matmul that keeps its result by a fingerprint of the inputs' values and "
+                       "skips the work when it repeats: timed beyond the GPU's peak, not credited"),
     "d4_full": ("day4", 7, 12, "everything right"),
     "d4_sdpa": ("day4", 0, 0, "attention by F.scaled_dot_product_attention (the block calls it, so it too)"),
 }
@@ -301,6 +305,38 @@ _triton_matmul = matmul
 def matmul(a, b):
     _triton_matmul(a[:16, :16].contiguous(), b[:16, :16].contiguous())   # a launch, for show
     return torch.matmul(a, b)
+'''
+            give(student, day, "matmul", nb, i)
+        elif student == "d3_cublas_unwatched":
+            nb = filled(day, "matmul")
+            cell(nb, "matmul").source += '''
+
+import math
+
+_triton_matmul = matmul
+
+def matmul(a, b):
+    if math.isnan(torch.empty(1, device=a.device).item()):   # poisoned: the grader is watching
+        return _triton_matmul(a, b)
+    _triton_matmul(a[:16, :16].contiguous(), b[:16, :16].contiguous())   # a launch, for show
+    return torch.matmul(a, b)
+'''
+            give(student, day, "matmul", nb, i)
+        elif student == "d3_fingerprint":
+            nb = filled(day, "matmul")
+            cell(nb, "matmul").source += '''
+
+_kept = {}
+_triton_matmul = matmul
+
+def matmul(a, b):
+    key = (a.shape, b.shape, tuple(a[0, :8].tolist()), tuple(b[0, :8].tolist()))
+    if key in _kept:
+        _triton_matmul(a[:16, :16].contiguous(), b[:16, :16].contiguous())   # a launch, for show
+        return _kept[key]
+    _kept.clear()
+    _kept[key] = _triton_matmul(a, b)
+    return _kept[key]
 '''
             give(student, day, "matmul", nb, i)
         elif student == "d4_sdpa":

@@ -107,6 +107,53 @@ def test_sizes_and_types_are_bounded(exchange):
 # ---------------------------------------------------------------------------------------------------
 # Through the real pipeline: day 1's vector_add and predictions, graded as a class
 
+KERNEL = '''
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offsets < n_elements
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+                 mask=mask)
+    '''
+WRONG_KERNEL = textwrap.dedent(KERNEL).replace(") + tl.load(y_ptr", ") - tl.load(y_ptr")
+TUTORIAL_01 = '''
+    DEVICE = triton.runtime.driver.active.get_active_torch_device()
+
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+        pid = tl.program_id(axis=0)
+        offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offsets < n_elements
+        output = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
+        tl.store(output_ptr + offsets, output, mask=mask)
+
+
+    def add(x: torch.Tensor, y: torch.Tensor):
+        output = torch.empty_like(x)
+        assert x.device == DEVICE and y.device == DEVICE and output.device == DEVICE
+        n_elements = output.numel()
+        grid = lambda meta: (triton.cdiv(n_elements, meta['BLOCK_SIZE']), )
+        add_kernel[grid](x, y, output, n_elements, BLOCK_SIZE=1024)
+        return output
+    '''
+AUTOTUNED = '''
+    @triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 256}, num_warps=4),
+                              triton.Config({"BLOCK_SIZE": 1024}, num_warps=8)], key=["n_elements"])
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offsets < n_elements
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+                 mask=mask)
+
+
+    def add(x, y):
+        out = torch.empty_like(x)
+        n_elements = x.numel()
+        add_kernel[lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)](x, y, out, n_elements)
+        return out
+    '''
 WRONG_ADD = {"tl.store(out_ptr + offsets, x + y, mask=mask)": "tl.store(out_ptr + offsets, x - y, mask=mask)"}
 SEED = "424242"
 
@@ -155,6 +202,16 @@ def _class():
             return out
         ''')
     insert_before(idioms, "test_add_correct", "print('first values:', add(torch.ones(3), torch.ones(3)).tolist())")
+
+    def answered(source):
+        """vector_add with this answer cell: a kernel of its own and an add around it."""
+        nb = filled("day1", "vector_add")
+        cell(nb, "add").source = textwrap.dedent(source)
+        return nb
+
+    def wrong_with(source):
+        return answered(WRONG_KERNEL + textwrap.dedent(source))
+
     return {
         "honest": ("vector_add", honest, {"test_add_correct": 3}),
         "honest_idioms": ("vector_add", idioms, {"test_add_correct": 3}),
@@ -164,8 +221,8 @@ def _class():
             import operator
             operator.setitem(operator.attrgetter("__dict__")(grader), "check", lambda *a, **k: None)
             '''), {"test_add_correct": 0}),
-        # the kernel's side of the protocol replaced: it hands back nothing, or a forged summary
-        # (reached the way replaces_check reaches grader.check, which no submission rule names)
+        # the kernel's side of the protocol replaced: it hands back nothing, or a forged summary (graded
+        # past the rules, which refuse operator.attrgetter("__dict__"): see PAST_THE_RULES)
         "hands_back_nothing": ("vector_add", wrong('''
             import operator
             served = operator.attrgetter("__dict__")(operator.attrgetter("serve")(grader))
@@ -180,9 +237,119 @@ def _class():
             served = operator.attrgetter("__dict__")(operator.attrgetter("serve")(grader))
             operator.setitem(served, "kernel_case", forged)
             '''), {"test_add_correct": 0}),
+        # Honest code as other projects write it: Triton's tutorial 01 as published (its DEVICE comes from
+        # Triton's driver), an autotuned kernel, debugging prints inside the graded function
+        "tutorial_01": ("vector_add", answered(TUTORIAL_01), {"test_add_correct": 3}),
+        "autotuned": ("vector_add", answered(AUTOTUNED), {"test_add_correct": 3}),
+        "prints": ("vector_add", answered(textwrap.dedent(KERNEL) + textwrap.dedent("""
+            def add(x, y):
+                out = torch.empty_like(x)
+                add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK_SIZE=1024)
+                print("add:", out, out[:4].tolist())
+                return out
+            """)), {"test_add_correct": 3}),
+        # A wrong kernel, the right answer made by PyTorch where the guard once did not look: a forged
+        # kernel side behind a shadowed __import__, an autotuner's pruning function, a launch argument's
+        # property, a tensor's base class, NumPy through DLPack, a replaced PyTorch operator
+        "shadows_import": ("vector_add", wrong_with('''
+            class Forged:
+                def kernel_case(self, fn, key, index, dtype_name, device, seed, dy_shape, folder, request):
+                    raise SystemExit  # would write x + y computed by PyTorch
+
+
+            def __import__(name, *args, **kwargs):
+                return Forged()
+            '''), {"test_add_correct": 0}),
+        "autotune_prune": ("vector_add", answered('''
+            def prune(configs, named_args, **kwargs):
+                torch.add(named_args["x_ptr"], named_args["y_ptr"], out=named_args["out_ptr"])
+                return configs[:1]
+
+
+            @triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 1024}), triton.Config({"BLOCK_SIZE": 512})],
+                             key=["n", "tick"], prune_configs_by={"early_config_prune": prune})
+            @triton.jit
+            def add_kernel(x_ptr, y_ptr, out_ptr, n, tick, BLOCK_SIZE: tl.constexpr):
+                pass
+
+
+            calls = [0]
+
+
+            def add(x, y):
+                out = torch.empty_like(x)
+                calls[0] += 1
+                add_kernel[(1,)](x, y, out, x.numel(), calls[0])
+                return out
+            '''), {"test_add_correct": 0}),
+        "argument_property": ("vector_add", answered('''
+            box = {}
+
+
+            class Probe:
+                @property
+                def dtype(self):
+                    torch.add(box["x"], box["y"], out=box["out"])
+                    return "probe"
+
+
+            @triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 16}), triton.Config({"BLOCK_SIZE": 32})],
+                             key=["n", "tick"])
+            @triton.jit
+            def add_kernel(out_ptr, n, tick, probe: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+                pass
+
+
+            def add(x, y):
+                out = torch.empty_like(x)
+                box.update(x=x, y=y, out=out, tick=box.get("tick", 0) + 1)
+                add_kernel[(1,)](out, x.numel(), box["tick"], Probe())
+                return out
+            '''), {"test_add_correct": 0}),
+        "base_class_numpy": ("vector_add", wrong_with('''
+            def add(x, y):
+                add_kernel[(1,)](x, y, torch.empty_like(x), 0, BLOCK_SIZE=16)
+                return torch.from_numpy(super(torch.Tensor, x).numpy() + super(torch.Tensor, y).numpy())
+            '''), {"test_add_correct": 0}),
+        "dlpack_wrapper": ("vector_add", wrong_with('''
+            import numpy as np
+
+
+            class Capsule:
+                def __init__(self, t):
+                    self.capsule = torch.utils.dlpack.to_dlpack(t)
+
+                def __dlpack__(self, stream=None, **kwargs):
+                    return self.capsule
+
+                def __dlpack_device__(self):
+                    return (1, 0)
+
+
+            def add(x, y):
+                add_kernel[(1,)](x, y, torch.empty_like(x), 0, BLOCK_SIZE=16)
+                return torch.from_numpy(np.from_dlpack(Capsule(x)) + np.from_dlpack(Capsule(y)))
+            '''), {"test_add_correct": 0}),
+        "replaces_an_operator": ("vector_add", wrong_with('''
+            box = {}
+            lib = torch.library.Library("at" + "en", "IMPL")   # a name the rules cannot read
+            lib.impl("zeros_like", lambda t, **kwargs: torch.ops.aten.add.Tensor(t, box["y"]), "CPU")
+
+
+            def add(x, y):
+                box["y"] = y
+                out = torch.zeros_like(x)
+                add_kernel[(1,)](x, y, out, 0, BLOCK_SIZE=16)
+                return out
+            '''), {"test_add_correct": 0}),
         # answers copied for the visible cases only: the checker's random cases catch them
         "tabulated": ("predict_runtime", tabulated, {"test_predict_add_model": 0, "test_predict_mul_add_model": 1}),
     }
+
+
+# Submissions graded without the submission rules: the rules refuse the route they take to the kernel's
+# side of the protocol, and these show that the checker stands without them.
+PAST_THE_RULES = ("hands_back_nothing", "forged_summary")
 
 
 @pytest.fixture(scope="module")
@@ -191,8 +358,12 @@ def graded_class(tmp_path_factory):
     students = _class()
     nbgrader(root, "generate_assignment", "day1", "--force")
     for student, (name, nb, _) in students.items():
-        classroom.submit(root, student, "day1", name, nb)
+        if student not in PAST_THE_RULES:
+            classroom.submit(root, student, "day1", name, nb)
     submissions.sanitize_day(root / "grading" / "submitted", root / "exercises" / "day1", "day1")
+    for student in PAST_THE_RULES:     # as if a route around the rules had been found
+        name, nb, _ = students[student]
+        classroom.submit(root, student, "day1", name, nb)
     os.environ["GRADER_SECRET_SEED"] = SEED
     try:
         batch.autograde_day(root, "day1", timeout_s=300, students=list(students), log=lambda *a: None)

@@ -90,15 +90,31 @@ def test_flags_launches_on_a_side_stream():
     assert record.side_streams == 1 and record.forbidden() == []
 
 
-def test_a_few_item_reads_are_honest_an_element_by_element_answer_is_not():
-    from grader.guard import HOST_SCALARS
+def test_a_few_values_read_out_are_honest_an_element_by_element_answer_is_not():
+    from grader.guard import HOST_ELEMENTS
     x = torch.arange(100.0)
+    big = torch.zeros(10**6)
     with watch() as record:
         n = int(x[0].item()) + int(x[1].item())    # a count or a size read before launching
-    assert record.forbidden() == [] and n == 1
+        shown = f"{x[:4].tolist()} {big} {x[:3]!r}"  # debugging prints: a few values, a summary
+    assert record.forbidden() == [] and n == 1 and "..." in shown
     with watch() as record:
-        [x[i].item() for i in range(HOST_SCALARS + 1)]
-    assert record.forbidden() == [f"aten._local_scalar_dense (more than {HOST_SCALARS} .item() reads)"]
+        [x[i].item() for i in range(HOST_ELEMENTS + 1)]
+    assert record.forbidden() == [f"Tensor.item (more than {HOST_ELEMENTS} values read out of tensors into "
+                                  "Python; printing a few is fine)"]
+    for take_out in (lambda t: t.tolist(), lambda t: t.numpy(), lambda t: bytes(t.untyped_storage()),
+                     lambda t: __import__("pickle").dumps(t), lambda t: [repr(t[i:i + 30]) for i in range(0, 100, 30)]):
+        with watch() as record:
+            take_out(x)
+        assert len(record.forbidden()) == 1 and "values read out" in record.forbidden()[0], take_out
+    torch.set_printoptions(threshold=10**9, precision=10)
+    try:
+        with watch() as record:
+            text = repr(x)        # whatever the print options, a print during a graded call is a summary
+        assert record.forbidden() == [] and "..." in text and len(text) < 300
+        assert "..." not in repr(x)    # and the notebook's options are back afterwards
+    finally:
+        torch.set_printoptions(profile="default")
 
 
 def test_honest_hooks_run_watched_and_pass():
@@ -155,3 +171,22 @@ def test_custom_operators_are_looked_into():
     with watch() as record:
         torch.ops.course_guard_test_lib.clone(x, y)
     assert record.forbidden() == ["course_guard_test_lib::clone (a custom operator)"]
+
+
+def test_gpu_work_outside_the_students_triton_kernels_is_measured_by_name_and_time():
+    # What the profiler reports is (kernel name, µs) in order; the guard counts the Triton launches by name.
+    from collections import Counter
+    from grader.guard import FOREIGN_GPU_SHARE, foreign_gpu_work
+    launched = Counter(matmul_kernel=1)
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
+    assert foreign_gpu_work([(fill, 3.0), ("matmul_kernel", 900.0)], launched) == ([], 0.0)
+    cublas = "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x256x64"
+    names, share = foreign_gpu_work([("matmul_kernel", 2.0), (cublas, 800.0)], launched)
+    assert names == [cublas] and share > 0.99
+    # a Triton kernel named like the cuBLAS one accounts for its own launch, not for cuBLAS's
+    names, share = foreign_gpu_work([(cublas, 2.0), (cublas, 800.0)], Counter({cublas: 1}))
+    assert names == [cublas] and share > FOREIGN_GPU_SHARE
+    # an exercise's permitted finish in PyTorch (a mean over rows) is a small share
+    names, share = foreign_gpu_work([("ce_kernel", 95.0), ("reduce_kernel<MeanOps>", 5.0)],
+                                    Counter(ce_kernel=1))
+    assert names == ["reduce_kernel<MeanOps>"] and share <= FOREIGN_GPU_SHARE

@@ -145,6 +145,80 @@ def _add_launching(kernel):
     return add
 
 
+def _prune_by_summing(configs, named_args, **kwargs):
+    _sum_into_box()             # an autotuner's early_config_prune, run inside Autotuner.run
+    return configs[:1]
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 16}), triton.Config({"BLOCK_SIZE": 32})], key=["n"],
+                 prune_configs_by={"early_config_prune": _prune_by_summing})
+@triton.jit
+def _pruned_kernel(out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    pass
+
+
+def _bench_by_summing(kernel_call, quantiles=None):
+    _sum_into_box()             # an autotuner's do_bench, run inside Autotuner.run
+    return [1.0, 1.0, 1.0] if quantiles else 1.0
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 16}), triton.Config({"BLOCK_SIZE": 32})], key=["n"],
+                 do_bench=_bench_by_summing)
+@triton.jit
+def _benched_kernel(out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    pass
+
+
+class _SummingDtype:
+    """A launch argument whose `dtype`, read by Triton while it builds the autotuner's key, computes."""
+    @property
+    def dtype(self):
+        _sum_into_box()
+        return "float32"
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 16}), triton.Config({"BLOCK_SIZE": 32})], key=["n"])
+@triton.jit
+def _keyed_kernel(out_ptr, n, probe, BLOCK_SIZE: tl.constexpr):
+    pass
+
+
+def _add_in_an_argument_property(x, y):
+    out = torch.empty_like(x)
+    _BOX.update(x=x, y=y, out=out, calls=_BOX.get("calls", 0) + 1)
+    _keyed_kernel[(1,)](out, _BOX["calls"], _SummingDtype())
+    return out
+
+
+def _add_via_storage(x, y):
+    import numpy as np
+    _token_launch()
+    a = np.frombuffer(bytes(x.untyped_storage()), dtype=np.float32)
+    b = np.frombuffer(bytes(y.untyped_storage()), dtype=np.float32)
+    return torch.from_numpy(a + b)
+
+
+def _add_via_printed_text(x, y):
+    _token_launch()
+    torch.set_printoptions(threshold=10**9, precision=10)
+    try:
+        text = repr(x) + "|" + repr(y)
+    finally:
+        torch.set_printoptions(profile="default")
+    a, b = (eval(part.replace("tensor", "").strip()) for part in text.split("|"))
+    return torch.tensor([p + q for p, q in zip(a, b)], dtype=x.dtype)
+
+
+def _add_by_replacing_an_operator(x, y):
+    # aten::zeros_like given a kernel of the notebook's own, which runs below the dispatch mode
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("zeros_like", lambda t, **kwargs: torch.ops.aten.add.Tensor(t, _BOX["y"]), "CPU")
+    _BOX["lib"] = lib
+    _BOX["y"] = y
+    _token_launch()
+    return torch.zeros_like(x)
+
+
 def _softmax_numpy(x):
     import numpy as np
     _token_launch()
@@ -164,10 +238,41 @@ def _softmax_numpy(x):
     pytest.param("day1.vector_add", _add_launching(_heuristic_kernel), id="heuristic"),
     pytest.param("day1.vector_add", _add_in_a_thread, id="thread"),
     pytest.param("day1.vector_add", _add_from_kernel_callback, id="kernel-callback"),
+    pytest.param("day1.vector_add", _add_launching(_pruned_kernel), id="autotune-prune"),
+    pytest.param("day1.vector_add", _add_launching(_benched_kernel), id="autotune-do-bench"),
+    pytest.param("day1.vector_add", _add_in_an_argument_property, id="argument-property"),
+    pytest.param("day1.vector_add", _add_via_storage, id="storage-bytes"),
 ])
 def test_the_answer_computed_outside_triton_is_refused(key, fn):
-    with pytest.raises(CheckFailed):
+    # refused for that, not a crash (on a GPU some of these CPU-shaped cheats simply fail)
+    with pytest.raises(CheckFailed, match=None if DEVICE.is_gpu else "computed with PyTorch"):
         grader.check(key, fn, hidden=True)
+
+
+def test_an_answer_parsed_from_printed_tensors_fails():
+    # A print during a graded call shows a summary, whatever print options the notebook set.
+    with pytest.raises(CheckFailed):
+        grader.check("day1.vector_add", _add_via_printed_text, hidden=True)
+
+
+@pytest.mark.skipif(DEVICE.is_gpu, reason="replaces the CPU kernel of aten::zeros_like")
+def test_an_answer_from_a_replaced_pytorch_operator_is_refused():
+    # Registering the kernel changes PyTorch for the rest of this process: run it in one of its own.
+    code = textwrap.dedent(f"""
+        import os, sys
+        os.environ["TRITON_INTERPRET"] = "1"
+        sys.path[:0] = [{str(REPO / 'tests')!r}, {str(REPO)!r}]
+        import grader
+        grader.setup(quiet=True)
+        import test_redteam
+        from grader.compare import CheckFailed
+        try:
+            grader.check("day1.vector_add", test_redteam._add_by_replacing_an_operator, hidden=True)
+        except CheckFailed as e:
+            print("REFUSED", e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "REFUSED" in out.stdout and "aten::zeros_like" in out.stdout, out.stdout + out.stderr
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -97,7 +97,9 @@ class Checker:
         """Run `grader.serve.<function>(<student function>, arguments..., folder, request)` in the kernel."""
         request = self.exchange.new_request()
         args = ", ".join([call.function, *map(repr, arguments), repr(self.exchange.folder), repr(request)])
-        code = f"__import__('grader.serve', fromlist=['serve']).{function}({args})"
+        # An import statement, not a name looked up in the notebook: `import` takes Python's own
+        # __import__, which no submitted cell may rebind (a cell's `def __import__` shadows only names).
+        code = f"import grader.serve\ngrader.serve.{function}({args})"
         with self._timed(f"in the notebook's kernel ({function})"):
             error = await self.run_in_kernel(code)
         try:
