@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import warnings
 
 import torch
 
@@ -148,9 +149,12 @@ def gpu_kernels(call) -> list:
     profiler (CUPTI) sees them: from the device's side, whatever Python path launched them."""
     from torch.profiler import ProfilerActivity, profile
     torch.cuda.synchronize()
-    with stderr_to_stdout(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
-        torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")           # the profiler's own notices are not the student's
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            with stderr_to_stdout():
+                call()
+            torch.cuda.synchronize()
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     events.sort(key=lambda e: e.time_range.start)
     return [(e.name, e.time_range.end - e.time_range.start) for e in events]

@@ -499,3 +499,31 @@ def test_a_detached_child_process_cannot_hold_the_batch_past_the_time_limit(cour
         '''))
     runs, _ = _grade(course_copy, {"rt_stall": nb}, timeout_s=10)
     assert runs["rt_stall"].seconds < 25
+
+
+# ---------------------------------------------------------------------------------------------------
+# Speed on a GPU: what the kernel's side reports for the timed calls
+
+def _timed_result(fn, tmp_path):
+    from grader import serve
+    serve.time_student(fn, "day1.vector_add", "float32", 7, str(tmp_path), "timed")
+    return json.loads((tmp_path / "timed.json").read_text())
+
+
+def _add_with_pytorch_when_unwatched(x, y):
+    import math
+    import kernels
+    if math.isnan(torch.empty(1, device=x.device).item()):   # poisoned allocation: the guard is watching
+        return kernels.add(x, y)
+    kernels.add(x[:16], y[:16])                               # a launch, for show
+    return torch.add(x, y)
+
+
+@pytest.mark.skipif(not DEVICE.is_gpu, reason="the profiler sees GPU kernels")
+def test_a_function_that_computes_with_pytorch_only_when_unwatched_gets_no_time(tmp_path):
+    import kernels
+    honest = _timed_result(kernels.add, tmp_path)
+    assert honest["ok"] and honest["ms"] > 0, honest
+    cheat = _timed_result(_add_with_pytorch_when_unwatched, tmp_path)
+    print(cheat.get("message"))
+    assert not cheat["ok"] and "not its Triton kernels" in cheat["message"], cheat

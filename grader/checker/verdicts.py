@@ -248,8 +248,13 @@ class Checker:
         beyond = (result.gbs is not None and result.gbs > CEILING_MARGIN * result.ceiling_gbs) or \
             (result.tflops is not None and result.peak_tflops and result.tflops > CEILING_MARGIN * result.peak_tflops)
         if beyond:
+            rates = []
+            if result.gbs is not None:
+                rates.append(f"{result.gbs:.0f} GB/s")
+            if result.tflops is not None:
+                rates.append(f"{result.tflops:.0f} TFLOP/s")
             self.flag(f"{spec.title}: {yours:.4f} ms is beyond what {self.dev.name} can do "
-                      f"({result.gbs or 0:.0f} GB/s, {result.tflops or 0:.0f} TFLOP/s): not credited")
+                      f"({', '.join(rates)}): not credited")
             raise CheckFailed("\n".join(lines) + f"\n{spec.title}: this time is beyond what {self.dev.name} can "
                               f"physically do, so the work was not all done in the timed calls: not credited.")
         points = round(result.credit * call.points, 4)
