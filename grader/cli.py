@@ -41,8 +41,12 @@ def unknown_day(day: str, command: str) -> bool:
 def release(selected: list) -> int:
     if any(unknown_day(day, "release") for day in selected):
         return 2
+    from grader.notebooks import state_grading_note
     for day in selected or days():
         print(f"releasing {day}")
+        for path in sorted((REPO / "solutions" / day).glob("*.ipynb")):
+            if state_grading_note(path):
+                print(f"  {path.name}: the grading note restated from grader/code_rules.py")
         proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", day, "--force"],
                               cwd=REPO)
         if proc.returncode:

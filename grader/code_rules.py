@@ -48,6 +48,11 @@ GRADER_API = frozenset({"setup", "current", "Device", "check", "check_speed", "c
                         "GPURequired"})
 # The only objects whose attributes a student's code sets: an autograd.Function's ctx and its own objects.
 SETTABLE_ROOTS = frozenset({"ctx", "self"})
+# Attributes of Triton's own objects that its documented idioms set or call: a tensor descriptor's block
+# shape, set by an autotune config's pre_hook (Triton's fused-attention tutorial), and a compiled
+# kernel's `_init_handles()`, called before reading its register count (Triton's softmax tutorial).
+# Neither name belongs to PyTorch or the grader, so setting or calling it changes nothing of theirs.
+TRITON_IDIOMS = frozenset({"block_shape", "_init_handles"})
 # PyTorch's switches that a kernel's author may set (TF32, reduced-precision reductions). They change
 # only what runs in the student's own process: the graded baseline is timed in the grading checker's.
 SETTABLE_FLAGS = ("torch.backends.",)
@@ -306,12 +311,13 @@ def _check_tree(tree, modules, verdict):
             root = _root(node)
             if node.attr in FORBIDDEN_SYS or node.attr == "sys" or node.attr in FORBIDDEN_ATTRIBUTES:
                 problems.append(f"uses {_chain(node)}")
-            elif node.attr.startswith("_") and not node.attr.startswith("__"):
+            elif node.attr.startswith("_") and not node.attr.startswith("__") and node.attr not in TRITON_IDIOMS:
                 problems.append(f"uses the private {_chain(node)}")
             if isinstance(node.value, ast.Name) and node.value.id == "grader" and node.attr not in GRADER_API:
                 problems.append(f"uses {_chain(node)}, which is not part of the grader's public functions")
             if isinstance(node.ctx, (ast.Store, ast.Del)) and root not in SETTABLE_ROOTS \
-                    and not (isinstance(node.ctx, ast.Store) and _chain(node).startswith(SETTABLE_FLAGS)):
+                    and not (isinstance(node.ctx, ast.Store) and (_chain(node).startswith(SETTABLE_FLAGS)
+                                                                  or node.attr in TRITON_IDIOMS)):
                 problems.append(f"{'assigns' if isinstance(node.ctx, ast.Store) else 'deletes'} "
                                 f"{_chain(node)}")
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
@@ -350,7 +356,8 @@ def _check_tree(tree, modules, verdict):
 
 RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any other object they did not "
          "create (attributes may be set only on `ctx`, `self` and PyTorch's `torch.backends` switches; no "
-         "`sys.modules`, no private `_` attributes), may use only the grader's public functions "
+         "`sys.modules`, no private `_` attributes except Triton's `kernel._init_handles()`; a tensor "
+         "descriptor's `block_shape` may be set), may use only the grader's public functions "
          "(`grader.check`, `grader.setup`, ...), may not run strings as code or reach names by a string "
          "built at run time (`exec`, `eval`, `__import__`, `setattr`, `globals`; `getattr(obj, \"name\")` "
          "with the name written out is fine) nor define or rebind those names, may not hand tensors to "

@@ -52,3 +52,29 @@ def graded_calls(path: Path) -> list:
         if is_test_cell(cell):
             calls += CHECK_CALL.findall(cell.source)
     return calls
+
+
+GRADING_NOTE_START = "**How this notebook is graded.**"
+
+
+def state_grading_note(path: Path) -> bool:
+    """Write code_rules.GRADING_NOTE into the notebook's introduction, in place of the paragraph that
+    starts like it (the rules are written once, in code_rules; the release brings every exercise up to
+    date). True if the notebook changed."""
+    import textwrap
+    from .code_rules import GRADING_NOTE
+    nb = nbformat.read(path, as_version=4)
+    note = "\n".join(textwrap.wrap(GRADING_NOTE, 100, break_on_hyphens=False, break_long_words=False))
+    for cell in nb.cells:
+        start = cell.source.find(GRADING_NOTE_START)
+        if cell.cell_type != "markdown" or start < 0:
+            continue
+        end = cell.source.find("\n\n", start)
+        end = len(cell.source) if end < 0 else end
+        source = cell.source[:start] + note + cell.source[end:]
+        if source == cell.source:
+            return False
+        cell.source = source
+        nbformat.write(nb, path)
+        return True
+    return False

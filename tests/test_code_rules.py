@@ -79,6 +79,8 @@ CHEATS = {
     "import my_helpers": "not an installed module",
     "state = torch.load(buffer, weights_only=False)": "uses weights_only=",
     "y = __loader__": "uses __loader__",
+    "kernel._init_cache = {}": "uses the private kernel._init_cache",
+    "torch.Tensor.block_size = 1\ndel torch.Tensor.block_shape": "deletes torch.Tensor.block_shape",
 }
 
 HONEST = [
@@ -106,6 +108,10 @@ HONEST = [
     "import types\nns = types.SimpleNamespace(block=128)",
     "if __name__ == '__main__':\n    print(__name__)",
     "lib = torch.library.Library('mylib', 'DEF')",
+    # Triton's tutorials: 06 sets a tensor descriptor's block shape in a config's pre_hook, 02 loads a
+    # compiled kernel before reading its register count
+    "def pre_hook(nargs):\n    nargs['desc_q'].block_shape = [nargs['BLOCK_M'], nargs['HEAD_DIM']]",
+    "kernel = softmax_kernel.warmup(y, x, n, grid=(1,))\nkernel._init_handles()\nn_regs = kernel.n_regs",
     "import functools, itertools, dataclasses, typing, numpy as np, matplotlib.pyplot as plt",
 ]
 
@@ -165,3 +171,16 @@ def test_every_exercise_states_the_rules_in_its_introduction():
     for path in sorted((REPO / "exercises").glob("day*/*.ipynb")):
         intro = nbformat.read(path, as_version=4).cells[0].source
         assert " ".join(code_rules.GRADING_NOTE.split()) in " ".join(intro.split()), path
+
+
+def test_the_release_restates_an_outdated_grading_note(tmp_path):
+    from grader.notebooks import state_grading_note
+    path = tmp_path / "vector_add.ipynb"
+    nb = nbformat.read(REPO / "solutions" / "day1" / "vector_add.ipynb", as_version=4)
+    intro = nb.cells[0].source
+    nb.cells[0].source = intro.replace(intro[intro.index("**How this notebook is graded.**"):],
+                                       "**How this notebook is graded.** Old rules.")
+    nbformat.write(nb, path)
+    assert state_grading_note(path)
+    assert nbformat.read(path, as_version=4).cells[0].source == intro
+    assert not state_grading_note(path)     # already up to date: the file is left alone
