@@ -31,7 +31,9 @@ FORBIDDEN_MODULES = frozenset({"builtins", "importlib", "ctypes", "gc", "inspect
                                # modules that run code given as a string, a file or serialized bytes
                                "pickle", "marshal", "shelve", "dill", "cloudpickle", "code", "codeop", "runpy",
                                "timeit", "cProfile", "profile", "pdb", "bdb", "trace", "doctest", "pydoc",
-                               "zipimport", "pkgutil", "imp", "site", "cffi"})
+                               "zipimport", "pkgutil", "imp", "site", "cffi",
+                               # NumPy's ways to raw memory: ctypes, and views with any strides
+                               "ctypeslib", "stride_tricks"})
 # Attribute and imported names that run code or start processes by another route: a process (os.system,
 # os.exec*), native code compiled at run time, code objects built by hand, serialized objects that run
 # code when loaded (torch.load with weights_only=False, NumPy's allow_pickle), packages of code.
@@ -79,7 +81,7 @@ TORCH_NAMESPACES = ("aten", "prims", "prim", "_")
 # Not a rule: taking data out of PyTorch (`.numpy()`, `.tolist()`, a debugging print). While a graded
 # call runs, the grader's guard sees every way out (grader/guard.py) and refuses the answer; outside
 # it, a student's own print of a result harms nothing.
-ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__class__"})
+ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__class__", "__version__"})
 # Modules a notebook uses under these names even where the cell that imports them is not checked.
 KNOWN_MODULES = frozenset({"grader", "torch", "triton", "tl", "F", "nn", "np", "math", "time", "os", "sys"})
 # Magics that only time or configure plotting; their code is checked like a cell's.
@@ -207,6 +209,14 @@ def _super_of_own_class(node, classes) -> bool:
     return (node.args[0].id, node.args[1].id) in classes
 
 
+def _is_triton_switch(node) -> bool:
+    """`os.environ["TRITON_..."] = ...`: Triton's documented switches (TRITON_INTERPRET to debug on the
+    CPU, TRITON_PRINT_AUTOTUNING, ...), read by Triton alone."""
+    key = node.slice
+    return (isinstance(node.ctx, ast.Store) and _chain(node.value) == "os.environ"
+            and isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.startswith("TRITON_"))
+
+
 def _is_magic_target(node) -> bool:
     """`get_ipython().system` and the like: a shell line or magic, which is dropped, not refused."""
     value = node.value
@@ -216,6 +226,9 @@ def _is_magic_target(node) -> bool:
 def _bindings_and_protocols(tree) -> list:
     problems = []
     # (class name, first parameter) of every method, for the two-argument super() check
+    # operator.attrgetter / methodcaller called directly (their names are checked below); passed
+    # around or aliased, they would be getattr under another name
+    called_getters = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     methods = {(c.name, f.args.args[0].arg) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
                for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.args.args}
     for node in ast.walk(tree):
@@ -231,8 +244,16 @@ def _bindings_and_protocols(tree) -> list:
             problems.append(f"uses {node.attr}")
         elif isinstance(node, ast.Attribute) and node.attr == "path" and _root(node) == "sys":
             problems.append("uses sys.path")
-        elif isinstance(node, ast.alias) and set(node.name.split(".")) & (PROTOCOL_NAMES | ESCAPES | FORBIDDEN_CALLS):
+        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_MODULES:
+            problems.append(f"uses {_chain(node)}")      # torch.multiprocessing, numpy.ctypeslib, ...
+        elif isinstance(node, ast.alias) and \
+                set(node.name.split(".")) & (PROTOCOL_NAMES | ESCAPES | FORBIDDEN_CALLS | FORBIDDEN_MODULES):
             problems.append(f"imports {node.name}")
+        elif isinstance(node, ast.alias) and node.name in NAMED_GETTERS and node.asname not in (None, node.name):
+            problems.append(f"imports {node.name} under another name")
+        elif isinstance(node, ast.Name) and node.id.startswith("__") and node.id.endswith("__") \
+                and not isinstance(node.ctx, ast.Load):
+            problems.append(f"rebinds {node.id}")
         elif isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "path" for a in node.names):
             problems.append("imports sys.path")
         elif isinstance(node, ast.keyword) and node.arg in FORBIDDEN_KEYWORDS:
@@ -254,8 +275,9 @@ def _bindings_and_protocols(tree) -> list:
                             and all(part.isidentifier() and not part.startswith("_") for part in a.value.split("."))
                             for a in node.args[:1 if "methodcaller" in _chain(node.func) else None]):
             problems.append(f"uses {_chain(node.func)} with a name that is not a public one written out")
-        elif isinstance(node, ast.Name) and node.id in NAMED_GETTERS and not isinstance(node.ctx, ast.Load):
-            problems.append(f"rebinds the name {node.id}")
+        elif isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in called_getters \
+                and (node.id if isinstance(node, ast.Name) else node.attr) in NAMED_GETTERS:
+            problems.append(f"uses {_chain(node)} other than by calling it with a name written out")
         if isinstance(node, ast.Call) and "library" in _chain(node.func).split("."):
             for arg in node.args:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
@@ -322,13 +344,13 @@ def _check_tree(tree, modules, verdict):
                                 f"{_chain(node)}")
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
                 and (isinstance(node.value, ast.Attribute) or _root(node) in modules) \
-                and _root(node) not in SETTABLE_ROOTS:
+                and _root(node) not in SETTABLE_ROOTS and not _is_triton_switch(node):
             problems.append(f"{'assigns' if isinstance(node.ctx, ast.Store) else 'deletes'} {_chain(node)}")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for mod in mods:
                 parts = mod.split(".")
-                if parts[0] in FORBIDDEN_MODULES or (mod != "__future__" and any(p.startswith("_") for p in parts)):
+                if set(parts) & FORBIDDEN_MODULES or (mod != "__future__" and any(p.startswith("_") for p in parts)):
                     problems.append(f"imports {mod}")
                 elif parts[0] and not getattr(node, "level", 0) and not _installed(parts[0]):
                     problems.append(f"imports {parts[0]}, which is not an installed module (a module the "

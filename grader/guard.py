@@ -7,6 +7,8 @@ tensors with ATen ops), so launches are counted and everything inside them is ig
 """
 from __future__ import annotations
 
+import os
+import sys
 from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -182,7 +184,18 @@ def _plain_argument(value) -> bool:
         return True
     if kind in (tuple, list):
         return all(_plain_argument(v) for v in value)
-    return kind.__module__.split(".")[0] in ("triton", "numpy")
+    if not _library_class(kind):
+        return False
+    # Triton's wrappers of a tensor (triton.reinterpret, a TensorDescriptor) hold the tensor as `base`.
+    base = getattr(value, "base", None)
+    return base is None or _plain_argument(base)
+
+
+def _library_class(kind) -> bool:
+    """A class that Triton or NumPy defines: found under its name in the module it says it comes from
+    (a notebook's class that claims a Triton module is not there)."""
+    module = sys.modules.get(kind.__module__)
+    return kind.__module__.split(".")[0] in ("triton", "numpy") and getattr(module, kind.__name__, None) is kind
 
 
 def _odd_arguments(args, kwargs) -> list:
@@ -254,7 +267,9 @@ def foreign_gpu_work(ran: list, launched: Counter) -> tuple:
 
 # Kernels registered for PyTorch's own operators when the notebook was set up (torch.library's record).
 _builtin_operators = None
-_TORCH_NAMESPACES = ("aten", "prims", "prim")
+# Only aten: PyTorch's own modules add kernels to prims operators when they load (torch.compile does),
+# and eager PyTorch runs aten's.
+_TORCH_NAMESPACES = ("aten",)
 
 
 def _operator_registrations() -> set:
@@ -296,6 +311,127 @@ def _summary(tensor, original_repr, watcher) -> str:
         watcher.in_triton -= 1
 
 
+class _Watch:
+    """What the watch in force sees: its record, its dispatch mode and the caller's stream."""
+
+    def __init__(self, record, watcher):
+        self.record, self.watcher = record, watcher
+        # Triton launches on torch's current stream: one that differs from the caller's is a side stream.
+        self.caller_stream = torch.cuda.current_stream() if torch.cuda.is_available() else None
+
+
+_active = None        # the _Watch in force, or None outside watch()
+
+# Ways out of PyTorch that no ATen op shows: the data as a NumPy array, a Python list, raw storage bytes
+# (also what pickling or torch.save reads), element-wise Python callbacks (map_, apply_), to compute with
+# there (np.add(x, y) goes through __array__, np.from_dlpack(x) through __dlpack__).
+EXITS = ("numpy", "tolist", "__array__", "__dlpack__", "untyped_storage", "storage", "map_", "map2_", "apply_",
+         "__repr__")
+
+
+def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
+    """A launch entry point of Triton's, watched while a watch is in force. Its settings live in this
+    closure, not in keyword arguments a caller could pass."""
+    def run(self, *args, **kwargs):
+        state = _active
+        if state is None:
+            return original(self, *args, **kwargs)
+        record, watcher = state.record, state.watcher
+        if entry:        # also inside Triton: an autotune config's or a heuristic's values arrive here
+            for name in _odd_arguments(args, kwargs):
+                record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
+        if counts and not kwargs.get("warmup", False):
+            record.launches += 1
+            record.kernels[getattr(self, "__name__", None) or type(self).__name__] += 1
+            if state.caller_stream is not None and torch.cuda.current_stream() != state.caller_stream:
+                record.side_streams += 1
+        if callable(kwargs.get("grid")):
+            kwargs["grid"] = _StudentCode(kwargs["grid"], watcher)
+        depth = watcher.in_triton
+        watcher.in_triton = depth + 1 if tritons else 0
+        try:
+            with _hooks_watched(self, watcher):
+                return original(self, *args, **kwargs)
+        finally:
+            watcher.in_triton = depth
+    return run
+
+
+def _exit_wrapper(name: str, original):
+    def leave(self, *args, **kwargs):
+        state = _active
+        if state is None or state.watcher.in_triton:
+            return original(self, *args, **kwargs)   # outside a graded call, or the interpreter's own
+        watcher = state.watcher
+        if name == "__repr__":
+            return _summary(self, original, watcher)
+        # What can be reached through the result: for a NumPy array or a DLPack capsule, which share the
+        # tensor's memory, all of its storage (a view of one element still shares it, and NumPy's
+        # as_strided widens it).
+        shared = name in ("numpy", "__array__", "__dlpack__")
+        watcher.read_out(f"Tensor.{name}", max(self.numel(), _storage_elements(self) if shared else 0))
+        watcher.in_triton += 1      # what PyTorch does to convert a tensor is not the student's computation
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            watcher.in_triton -= 1
+    return leave
+
+
+def _storage_elements(tensor) -> int:
+    try:
+        return torch._C.TensorBase.untyped_storage(tensor).nbytes() // max(tensor.element_size(), 1)
+    except (RuntimeError, NotImplementedError):
+        return tensor.numel()
+
+
+def _handoff_wrapper(what: str, original):
+    def handoff(self, *args, **kwargs):
+        state = _active
+        if state is not None and not state.watcher.in_triton:
+            state.record.torch_ops.append(f"{what} (work in another thread, which the grader does not watch)")
+        return original(self, *args, **kwargs)
+    return handoff
+
+
+def _open_wrapper(original):
+    """Files under /proc and /dev are the process's own memory and devices: a graded call reading them
+    (/proc/self/mem) reads tensors around PyTorch."""
+    def opened(file, *args, **kwargs):
+        state = _active
+        if state is not None and not state.watcher.in_triton and isinstance(file, (str, bytes, os.PathLike)):
+            path = os.path.realpath(os.fsdecode(file))
+            if path.startswith(("/proc/", "/dev/")) and path != "/dev/null":
+                state.record.torch_ops.append(f"open({path!r}) (the process's memory or devices)")
+                raise PermissionError(f"the grader does not let a graded call open {path}")
+        return original(file, *args, **kwargs)
+    return opened
+
+
+def _install() -> None:
+    """Put the wrappers in place once, when the grader is imported (before any student cell runs, so a
+    notebook that keeps a reference to `torch.Tensor.tolist` keeps the wrapper). They do nothing outside
+    watch()."""
+    for cls, method, counts, tritons in _launch_methods():
+        setattr(cls, method, _launch_wrapper(getattr(cls, method), counts, tritons, method in ("run", "__call__")))
+    for name in EXITS:
+        if hasattr(torch.Tensor, name):
+            setattr(torch.Tensor, name, _exit_wrapper(name, getattr(torch.Tensor, name)))
+    # Work in another thread: the dispatch mode is the calling thread's alone, so PyTorch there would go
+    # unseen. An honest wrapper starts no thread and hands nothing to a pool.
+    import builtins
+    import concurrent.futures
+    import io
+    import threading
+    for cls, name in ((threading.Thread, "start"), (concurrent.futures.ThreadPoolExecutor, "submit")):
+        setattr(cls, name, _handoff_wrapper(f"{cls.__name__}.{name}", getattr(cls, name)))
+    builtins.open = io.open = _open_wrapper(io.open)
+    os.open = _open_wrapper(os.open)
+
+
+_install()
+
+
 @contextmanager
 def watch(poison: bool = True, also_allowed=(), ops: bool = True):
     """Run a block under the watcher; yields the CallRecord it fills in.
@@ -304,87 +440,15 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
     With `ops=False` only Triton launches are counted: no dispatch mode sits between PyTorch and its
     kernels, so the block runs at full speed (the speed checks time under it).
     """
+    global _active
     record = CallRecord()
     for key in replaced_operators():
         namespace, op = key.split("/")[:2]
         record.torch_ops.append(f"{namespace}::{op} (PyTorch's own operator, replaced by the notebook)")
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
-    # Triton launches on torch's current stream: one that differs from the caller's is a side stream.
-    caller_stream = torch.cuda.current_stream() if torch.cuda.is_available() else None
-    originals = []
-    for cls, method, counts, tritons in _launch_methods():
-        original = getattr(cls, method)
-
-        def run(self, *args, _original=original, _counts=counts, _tritons=tritons,
-                _entry=method in ("run", "__call__"), **kwargs):
-            if _entry and not watcher.in_triton:
-                for name in _odd_arguments(args, kwargs):
-                    record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
-            if _counts and not kwargs.get("warmup", False):
-                record.launches += 1
-                record.kernels[getattr(self, "__name__", None) or type(self).__name__] += 1
-                if caller_stream is not None and torch.cuda.current_stream() != caller_stream:
-                    record.side_streams += 1
-            if callable(kwargs.get("grid")):
-                kwargs["grid"] = _StudentCode(kwargs["grid"], watcher)
-            depth = watcher.in_triton
-            watcher.in_triton = depth + 1 if _tritons else 0
-            try:
-                with _hooks_watched(self, watcher):
-                    return _original(self, *args, **kwargs)
-            finally:
-                watcher.in_triton = depth
-
-        originals.append((cls, method, cls.__dict__.get(method)))
-        setattr(cls, method, run)
-    # Ways out of PyTorch that no ATen op shows: the data as a NumPy array, a Python list, raw storage
-    # bytes (also what pickling or torch.save reads), to compute with there (np.add(x, y) goes through
-    # __array__, np.from_dlpack(x) through __dlpack__). A few values are fine (a debugging print); the
-    # interpreter's own conversions, inside a launch, are Triton's.
-    exits = {name: torch.Tensor.__dict__.get(name)
-             for name in ("numpy", "tolist", "__array__", "__dlpack__", "untyped_storage", "storage",
-                          "__repr__")}
-    for name in exits:
-        original = getattr(torch.Tensor, name)
-
-        def leave(self, *args, _name=name, _original=original, **kwargs):
-            if watcher.in_triton:
-                return _original(self, *args, **kwargs)
-            if _name == "__repr__":
-                return _summary(self, _original, watcher)
-            watcher.read_out(f"Tensor.{_name}", self.numel())
-            # What PyTorch does to convert a tensor is not the student's computation.
-            watcher.in_triton += 1
-            try:
-                return _original(self, *args, **kwargs)
-            finally:
-                watcher.in_triton -= 1
-        setattr(torch.Tensor, name, leave)
-    # Work in another thread: the dispatch mode is the calling thread's alone, so PyTorch there would go
-    # unseen. An honest wrapper starts no thread and hands nothing to a pool.
-    import concurrent.futures
-    import threading
-    handoffs = [(threading.Thread, "start"), (concurrent.futures.ThreadPoolExecutor, "submit")]
-    own_handoffs = [(cls, name, cls.__dict__[name]) for cls, name in handoffs]
-    for cls, name, original in own_handoffs:
-        def handoff(self, *args, _original=original, _what=f"{cls.__name__}.{name}", **kwargs):
-            if not watcher.in_triton:
-                record.torch_ops.append(f"{_what} (work in another thread, which the grader does not watch)")
-            return _original(self, *args, **kwargs)
-        setattr(cls, name, handoff)
+    outer, _active = _active, _Watch(record, watcher)
     try:
         with (watcher if ops else nullcontext()):
             yield record
     finally:
-        for cls, name, original in own_handoffs:
-            setattr(cls, name, original)
-        for cls, method, own in originals:
-            if own is None:
-                delattr(cls, method)     # it was inherited: back to the base class's
-            else:
-                setattr(cls, method, own)
-        for name, own in exits.items():
-            if own is None:
-                delattr(torch.Tensor, name)   # back to the one inherited from torch's C base class
-            else:
-                setattr(torch.Tensor, name, own)
+        _active = outer

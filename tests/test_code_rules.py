@@ -80,6 +80,15 @@ CHEATS = {
     "state = torch.load(buffer, weights_only=False)": "uses weights_only=",
     "y = __loader__": "uses __loader__",
     "kernel._init_cache = {}": "uses the private kernel._init_cache",
+    # a second red-team pass
+    "__name__ = 'triton.language.mine'": "rebinds __name__",
+    "import operator\nget = operator.attrgetter\nget(name)(torch)": "other than by calling it with a name written out",
+    "from operator import attrgetter as get": "imports attrgetter under another name",
+    "import torch.multiprocessing as tmp": "imports torch.multiprocessing",
+    "p = torch.multiprocessing.get_context('fork')": "uses torch.multiprocessing",
+    "from numpy.ctypeslib import ctypes as C": "imports numpy.ctypeslib",
+    "a = np.lib.stride_tricks.as_strided(t, shape=(n,))": "uses np.lib.stride_tricks",
+    "os.environ['LD_PRELOAD'] = 'x.so'": "assigns os.environ['LD_PRELOAD']",
     "torch.Tensor.block_size = 1\ndel torch.Tensor.block_shape": "deletes torch.Tensor.block_shape",
 }
 
@@ -112,6 +121,8 @@ HONEST = [
     # compiled kernel before reading its register count
     "def pre_hook(nargs):\n    nargs['desc_q'].block_shape = [nargs['BLOCK_M'], nargs['HEAD_DIM']]",
     "kernel = softmax_kernel.warmup(y, x, n, grid=(1,))\nkernel._init_handles()\nn_regs = kernel.n_regs",
+    "import os\nos.environ['TRITON_INTERPRET'] = '1'",        # Triton's documented debugging switch
+    "if int(triton.__version__.split('.')[1]) >= 4: pass",   # a version gate, as Liger-Kernel has
     "import functools, itertools, dataclasses, typing, numpy as np, matplotlib.pyplot as plt",
 ]
 

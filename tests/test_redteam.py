@@ -219,6 +219,73 @@ def _add_by_replacing_an_operator(x, y):
     return torch.zeros_like(x)
 
 
+class _SummingStorage:
+    """Passes for a tensor where Triton reads one; its storage, asked for inside the launch, computes."""
+
+    def __init__(self, out):
+        self.out, self.data, self.dtype, self.shape, self.device = out, out.data, out.dtype, out.shape, out.device
+
+    def data_ptr(self):
+        return self.out.data_ptr()
+
+    def new_empty(self, *args, **kwargs):
+        return self.out.new_empty(*args, **kwargs)
+
+    def storage_offset(self):
+        return self.out.storage_offset()
+
+    def size(self):
+        return self.out.size()
+
+    def stride(self, *args):
+        return self.out.stride(*args)
+
+    def untyped_storage(self):
+        _sum_into_box()
+        return self.out.untyped_storage()
+
+
+def _add_through_a_reinterpreted_object(x, y):
+    out = torch.empty_like(x)
+    _BOX.update(x=x, y=y, out=out)
+    _token_kernel[(1,)](triton.reinterpret(_SummingStorage(out), tl.float32), 1, BLOCK_SIZE=16)
+    return out
+
+
+def _add_with_a_kept_method(x, y):
+    _token_launch()
+    as_list = _KEPT_TOLIST     # taken from torch.Tensor when the cell ran, before any graded call
+    return torch.tensor([a + b for a, b in zip(as_list(x), as_list(y))], dtype=x.dtype)
+
+
+_KEPT_TOLIST = torch.Tensor.tolist
+
+
+def _add_element_by_element_in_python(x, y):
+    out = torch.empty_like(x)
+    _token_launch()
+    return out.map2_(x, y, lambda _, a, b: a + b)
+
+
+def _add_through_process_memory(x, y):
+    import array
+    _token_launch()
+    with open("/proc/self/mem", "rb") as mem:
+        a, b = array.array("f"), array.array("f")
+        for t, values in ((x, a), (y, b)):
+            mem.seek(t.data_ptr())
+            values.frombytes(mem.read(4 * t.numel()))
+    return torch.tensor([p + q for p, q in zip(a, b)], dtype=x.dtype)
+
+
+def _add_with_keywords_for_the_guard(x, y):
+    out = torch.empty_like(x)
+    # the guard's wrappers once took their settings as keyword arguments a caller could override
+    _token_kernel[(1,)](out, 1, BLOCK_SIZE=16, _tritons=True,
+                        _original=lambda self, *args, **kwargs: out.copy_(x + y))
+    return out
+
+
 def _softmax_numpy(x):
     import numpy as np
     _token_launch()
@@ -242,11 +309,21 @@ def _softmax_numpy(x):
     pytest.param("day1.vector_add", _add_launching(_benched_kernel), id="autotune-do-bench"),
     pytest.param("day1.vector_add", _add_in_an_argument_property, id="argument-property"),
     pytest.param("day1.vector_add", _add_via_storage, id="storage-bytes"),
+    pytest.param("day1.vector_add", _add_through_a_reinterpreted_object, id="reinterpreted-object"),
+    pytest.param("day1.vector_add", _add_with_a_kept_method, id="kept-method"),
+    pytest.param("day1.vector_add", _add_element_by_element_in_python, id="map2"),
+    pytest.param("day1.vector_add", _add_with_keywords_for_the_guard, id="guard-keywords"),
 ])
 def test_the_answer_computed_outside_triton_is_refused(key, fn):
     # refused for that, not a crash (on a GPU some of these CPU-shaped cheats simply fail)
     with pytest.raises(CheckFailed, match=None if DEVICE.is_gpu else "computed with PyTorch"):
         grader.check(key, fn, hidden=True)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="Linux's /proc")
+def test_a_graded_call_cannot_read_the_process_memory():
+    with pytest.raises(CheckFailed, match="/proc/"):
+        grader.check("day1.vector_add", _add_through_process_memory, hidden=True)
 
 
 def test_an_answer_parsed_from_printed_tensors_fails():
