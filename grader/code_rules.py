@@ -265,6 +265,9 @@ def _bindings_and_protocols(tree) -> list:
             problems.append(f"uses {node.arg}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in PROTOCOL_NAMES:
             problems.append(f"names {node.value}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and node.value.startswith(("/proc/", "/dev/mem", "/dev/kmem")):
+            problems.append(f"names {node.value} (the process's own memory)")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id == "type" and len(node.args) == 3:
                 problems.append("builds a class with type(name, bases, namespace)")

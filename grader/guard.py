@@ -7,7 +7,6 @@ tensors with ATen ops), so launches are counted and everything inside them is ig
 """
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter
 from contextlib import contextmanager, nullcontext
@@ -394,20 +393,6 @@ def _handoff_wrapper(what: str, original):
     return handoff
 
 
-def _open_wrapper(original):
-    """Files under /proc and /dev are the process's own memory and devices: a graded call reading them
-    (/proc/self/mem) reads tensors around PyTorch."""
-    def opened(file, *args, **kwargs):
-        state = _active
-        if state is not None and not state.watcher.in_triton and isinstance(file, (str, bytes, os.PathLike)):
-            path = os.path.realpath(os.fsdecode(file))
-            if path.startswith(("/proc/", "/dev/")) and path != "/dev/null":
-                state.record.torch_ops.append(f"open({path!r}) (the process's memory or devices)")
-                raise PermissionError(f"the grader does not let a graded call open {path}")
-        return original(file, *args, **kwargs)
-    return opened
-
-
 def _install() -> None:
     """Put the wrappers in place once, when the grader is imported (before any student cell runs, so a
     notebook that keeps a reference to `torch.Tensor.tolist` keeps the wrapper). They do nothing outside
@@ -419,14 +404,10 @@ def _install() -> None:
             setattr(torch.Tensor, name, _exit_wrapper(name, getattr(torch.Tensor, name)))
     # Work in another thread: the dispatch mode is the calling thread's alone, so PyTorch there would go
     # unseen. An honest wrapper starts no thread and hands nothing to a pool.
-    import builtins
     import concurrent.futures
-    import io
     import threading
     for cls, name in ((threading.Thread, "start"), (concurrent.futures.ThreadPoolExecutor, "submit")):
         setattr(cls, name, _handoff_wrapper(f"{cls.__name__}.{name}", getattr(cls, name)))
-    builtins.open = io.open = _open_wrapper(io.open)
-    os.open = _open_wrapper(os.open)
 
 
 _install()

@@ -30,7 +30,7 @@ import grader
 import classroom
 from adversarial_class import cell, filled, insert_before
 from conftest import DEVICE, REPO, nbgrader
-from grader import batch, sandbox, submissions
+from grader import batch, code_rules, sandbox, submissions
 from grader.compare import CheckFailed
 
 xfail = pytest.mark.xfail
@@ -267,17 +267,6 @@ def _add_element_by_element_in_python(x, y):
     return out.map2_(x, y, lambda _, a, b: a + b)
 
 
-def _add_through_process_memory(x, y):
-    import array
-    _token_launch()
-    with open("/proc/self/mem", "rb") as mem:
-        a, b = array.array("f"), array.array("f")
-        for t, values in ((x, a), (y, b)):
-            mem.seek(t.data_ptr())
-            values.frombytes(mem.read(4 * t.numel()))
-    return torch.tensor([p + q for p, q in zip(a, b)], dtype=x.dtype)
-
-
 def _add_with_keywords_for_the_guard(x, y):
     out = torch.empty_like(x)
     # the guard's wrappers once took their settings as keyword arguments a caller could override
@@ -320,10 +309,9 @@ def test_the_answer_computed_outside_triton_is_refused(key, fn):
         grader.check(key, fn, hidden=True)
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="Linux's /proc")
-def test_a_graded_call_cannot_read_the_process_memory():
-    with pytest.raises(CheckFailed, match="/proc/"):
-        grader.check("day1.vector_add", _add_through_process_memory, hidden=True)
+def test_a_cell_that_reads_the_process_memory_is_not_run():
+    source = 'with open("/proc/self/mem", "rb") as mem:\n    mem.seek(x.data_ptr())'
+    assert "names /proc/self/mem (the process's own memory)" in code_rules.check_cell(source).problems
 
 
 def test_an_answer_parsed_from_printed_tensors_fails():
