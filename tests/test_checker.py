@@ -137,23 +137,17 @@ TUTORIAL_01 = '''
         add_kernel[grid](x, y, output, n_elements, BLOCK_SIZE=1024)
         return output
     '''
-AUTOTUNED = '''
-    @triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 256}, num_warps=4),
-                              triton.Config({"BLOCK_SIZE": 1024}, num_warps=8)], key=["n_elements"])
-    @triton.jit
-    def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        mask = offsets < n_elements
-        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
-                 mask=mask)
+# the same kernel under @triton.autotune with two configs, the grid taken from the chosen block size
+AUTOTUNED = ('@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 256}, num_warps=4),\n'
+             '                          triton.Config({"BLOCK_SIZE": 1024}, num_warps=8)], key=["n_elements"])\n'
+             + textwrap.dedent(KERNEL).lstrip() + textwrap.dedent('''
 
-
-    def add(x, y):
-        out = torch.empty_like(x)
-        n_elements = x.numel()
-        add_kernel[lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)](x, y, out, n_elements)
-        return out
-    '''
+                 def add(x, y):
+                     out = torch.empty_like(x)
+                     n_elements = x.numel()
+                     add_kernel[lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)](x, y, out, n_elements)
+                     return out
+                 '''))
 WRONG_ADD = {"tl.store(out_ptr + offsets, x + y, mask=mask)": "tl.store(out_ptr + offsets, x - y, mask=mask)"}
 SEED = "424242"
 
