@@ -133,8 +133,11 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
             calls = graded_calls(cell.source)
         if calls is None:
             return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        start = time.perf_counter()
         outcome = await self._get_checker(cell_index).outcome(calls)
         cell.outputs = _outputs_of(outcome, execution_count)
+        # Where grading time goes, kept in the graded notebook for whoever makes grading faster.
+        cell.metadata["grading_seconds"] = round(time.perf_counter() - start, 2)
         cell.execution_count = execution_count
         self.nb["cells"][cell_index] = cell  # nbclient put the checker's requests there
         return cell
@@ -171,6 +174,8 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
         finally:
             if self._checker is not None:
                 self.log.info("grading checker: %s", self._checker.summary())
+                self.nb.metadata["grading_checker_seconds"] = {
+                    what: round(s, 2) for what, s in self._checker.seconds.items()}
                 self._exchange.close()
                 self._checker = None
 

@@ -190,3 +190,42 @@ def test_gpu_work_outside_the_students_triton_kernels_is_measured_by_name_and_ti
     names, share = foreign_gpu_work([("ce_kernel", 95.0), ("reduce_kernel<MeanOps>", 5.0)],
                                     Counter(ce_kernel=1))
     assert names == ["reduce_kernel<MeanOps>"] and share <= FOREIGN_GPU_SHARE
+
+
+def test_an_autotuners_candidates_are_compiled_once_for_each_new_key():
+    # What the guard compiles ahead of Triton's benchmark is keyed as the autotuner keys its results.
+    from types import SimpleNamespace
+    from grader.guard import _new_key
+    tuner = SimpleNamespace(arg_names=["x_ptr", "n", "BLOCK"], keys=["n"], cache={})
+    x = torch.empty(4, dtype=torch.float16)
+    assert _new_key(tuner, (x, 4096), {"grid": (1,), "warmup": False}) == (4096, "torch.float16")
+    assert _new_key(tuner, (x, 4096), {}) is None             # compiled for already
+    assert _new_key(tuner, (x.float(), 4096), {}) == (4096, "torch.float32")
+    tuner.cache[(8, "torch.float16")] = "tuned"
+    assert _new_key(tuner, (x, 8), {}) is None                 # the autotuner has chosen already
+
+
+@pytest.mark.skipif(not DEVICE.is_gpu, reason="compiling ahead needs a GPU (the interpreter compiles nothing)")
+def test_autotune_candidates_compiled_ahead_give_the_same_launch_and_result():
+    import triton
+    import triton.language as tl
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=w) for b, w in ((128, 4), (256, 4), (512, 8))],
+                     key=["n"])
+    @triton.jit
+    def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+    x = torch.randn(10_000, device="cuda")
+    y = torch.empty_like(x)
+    grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)  # noqa: E731
+    with watch() as record:      # a new key: every candidate compiled ahead, then benchmarked (launched)
+        scale[grid](x, y, x.numel())
+    torch.testing.assert_close(y, x * 2)
+    assert record.forbidden() == []
+    assert len(scale.fn.device_caches[torch.cuda.current_device()][0]) == 3   # each compiled once, not twice
+    with watch() as record:      # tuned: one launch of the chosen candidate
+        scale[grid](x, y.zero_(), x.numel())
+    torch.testing.assert_close(y, x * 2)
+    assert record.launches == 1
