@@ -5,9 +5,12 @@
 #          -e GRADER_IN_CONTAINER=1 -v $PWD/grading:/course/grading gpu-course \
 #          course-grader autograde day1                             # grade untrusted submissions
 # Dependencies are those of pyproject.toml (and environment.yml).
-FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04
+# A plain Python base: the torch wheel brings its own CUDA libraries (torch 2.13.0 from PyPI: CUDA 13,
+# which needs an NVIDIA driver 580 or newer on the host; `course-grader doctor` says when it is older),
+# and `--gpus all` brings the host's driver in. Triton compiles a small launcher with gcc at run time.
+FROM python:3.12-slim-bookworm
 
-RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv python3-dev gcc make \
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev make \
     && rm -rf /var/lib/apt/lists/*
 ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH
 RUN python3 -m venv $VIRTUAL_ENV

@@ -90,6 +90,26 @@ def machine() -> dict:
     return {"gpu": gpu, "driver": driver, "torch": version("torch"), "triton": version("triton")}
 
 
+def unusable_gpu() -> str | None:
+    """Why the GPU that nvidia-smi sees cannot be graded on by this torch, or None.
+
+    The usual cause: a torch wheel built for a newer CUDA than the driver supports (torch 2.13.0 from
+    PyPI is a CUDA 13 build, which needs driver 580 or newer). Grading anyway would give every speed
+    cell 0 while the run log names the GPU."""
+    rows = _nvidia_smi("name", "driver_version")
+    if not rows:
+        return None
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available(), torch.__version__, "
+                            "torch.version.cuda)"], capture_output=True, text=True, timeout=300)
+    usable, torch_version, cuda = (probe.stdout.split() + ["?", "?", "?"])[:3]
+    if usable == "True":
+        return None
+    name, driver = (rows[0] + [""])[:2]
+    return (f"nvidia-smi sees {name} (driver {driver}), but torch {torch_version} (built for CUDA {cuda}) cannot "
+            f"use it, so every speed cell would score 0. Update the NVIDIA driver, or install the torch build "
+            f"for the CUDA your driver supports (https://pytorch.org/get-started/locally/).")
+
+
 def visible_gpus(env=None) -> list:
     """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (indices or UUIDs).
 

@@ -103,6 +103,10 @@ def autograde(day: str, timeout: float, workers, shard) -> int:
     from grader import batch
     if unknown_day(day, "autograde"):
         return 2
+    why_not = batch.unusable_gpu()
+    if why_not:
+        print(f"course-grader autograde: {why_not}", file=sys.stderr)
+        return 2
     try:
         shard = batch.parse_shard(shard) if shard else None
         batch.autograde_day(REPO, day, timeout_s=timeout, workers=workers, shard=shard)

@@ -38,8 +38,10 @@ def check(root: Path) -> list:
             found.append(Finding(False, "TRITON_INTERPRET=1 is set: kernels would run on the CPU",
                                  "unset TRITON_INTERPRET before grading"))
     else:
-        found.append(Finding(False, "no CUDA GPU visible: every speed cell would score 0",
-                             "grade on a machine with an NVIDIA GPU (in Docker: --gpus all)"))
+        from grader.batch import unusable_gpu
+        why_not = unusable_gpu()
+        found.append(Finding(False, why_not or "no CUDA GPU visible: every speed cell would score 0",
+                             "" if why_not else "grade on a machine with an NVIDIA GPU (in Docker: --gpus all)"))
     for name in ("torch", "triton", "nbgrader", "nbclient", "ipykernel"):
         v = _version(name)
         found.append(Finding(v is not None, f"{name} {v or 'missing'}", "" if v else f"pip install {name}"))

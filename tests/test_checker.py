@@ -391,6 +391,7 @@ def test_the_checker_s_verdict_is_what_is_scored(graded_class, student):
         text = json.dumps(graded[grade_id].outputs)
         # The verdict is the checker's own (not a cell the kernel ran), and a failure says why.
         assert "checked by the grader's own process" in text or "CheckFailed" in text, text
+        assert graded[grade_id].metadata["grading_seconds"] >= 0   # kept for whoever makes grading faster
     if not DEVICE.is_gpu:
         speed = graded.get("test_add_speed")
         assert speed is None or _points(speed) == 0

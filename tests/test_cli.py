@@ -32,3 +32,31 @@ def test_a_day_s_grades_file_keeps_that_day_s_rows(tmp_path):
     cli.keep_rows_of(grades, "day2")
     rows = list(csv.DictReader(open(grades)))
     assert [(r["assignment"], r["student_id"]) for r in rows] == [("day2", "ada"), ("day2", "bob")]
+
+
+def _machine(monkeypatch, smi_rows, torch_says):
+    """nvidia-smi's rows, and what torch in a fresh process says of CUDA, as a machine would give them."""
+    import subprocess
+    from grader import batch
+    monkeypatch.setattr(batch, "_nvidia_smi", lambda *query: smi_rows)
+    monkeypatch.setattr(batch.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=torch_says, stderr=""))
+    return batch
+
+
+def test_a_gpu_that_torch_cannot_use_stops_autograde_with_the_reason(monkeypatch, capsys):
+    # An older driver than the torch wheel's CUDA needs: nvidia-smi sees the GPU, torch does not.
+    batch = _machine(monkeypatch, [["NVIDIA A100-SXM4-80GB", "535.104.05"]], "False 2.13.0+cu130 13.0\n")
+    monkeypatch.setattr(batch, "autograde_day", lambda *a, **k: pytest.fail("graded on a GPU it cannot use"))
+    assert cli.main(["autograde", "day1"]) == 2
+    err = capsys.readouterr().err
+    assert "NVIDIA A100-SXM4-80GB (driver 535.104.05)" in err and "CUDA 13.0" in err and "driver" in err
+    from grader import doctor
+    finding = next(f for f in doctor.check(cli.REPO) if "nvidia-smi sees" in f.what)
+    assert not finding.ok
+
+
+def test_a_usable_gpu_or_none_at_all_is_not_in_the_way(monkeypatch):
+    assert _machine(monkeypatch, [], "False 2.13.0+cpu None\n").unusable_gpu() is None   # a CPU machine
+    assert _machine(monkeypatch, [["NVIDIA H100 80GB HBM3", "580.159.04"]],
+                    "True 2.13.0+cu130 13.0\n").unusable_gpu() is None
