@@ -8,8 +8,13 @@ TORCH  ?= torch==2.13.0
 DAYS   := $(notdir $(wildcard solutions/day*))
 # The environment's scripts first (nbgrader calls `alembic`, JupyterLab its extensions' tools).
 export PATH := $(abspath $(BIN)):$(PATH)
+# Triton publishes wheels for Linux only.
+OS_NAME ?= $(shell uname -s)
+# JupyterLab refuses to start as root (Docker, many cloud machines) unless told it is meant.
+USER_ID ?= $(shell id -u)
+LAB_FLAGS := $(if $(filter 0,$(USER_ID)),--allow-root,)
 
-.PHONY: help install lab test test-fast exercises bench clean
+.PHONY: help linux-only install install-test lab test test-fast exercises bench clean
 
 help:
 	@echo "make lab        install into $(VENV) and open the course in JupyterLab"
@@ -17,25 +22,37 @@ help:
 	@echo "make exercises  regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make bench      time the reference solutions on this GPU -> docs/benchmarks.md"
 
-$(BIN)/activate:
+$(BIN)/activate: | linux-only
 	$(PYTHON) -m venv $(VENV)
 
+linux-only:
+	@if [ "$(OS_NAME)" != Linux ]; then \
+	  echo "Triton has no wheels for $(OS_NAME): open the course in Google Colab (README, 'Open in Colab')," \
+	       "or use Linux (on Windows, WSL2)." >&2; exit 1; fi
+
+# What a student needs: the course and its notebooks' packages.
 $(VENV)/.installed: $(BIN)/activate pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+# What the test suite needs beyond that (a browser driver, a PostgreSQL driver).
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
 
 install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
 
 lab: install
-	$(BIN)/jupyter lab --notebook-dir=.
+	$(BIN)/jupyter lab --notebook-dir=. $(LAB_FLAGS)
 
 # Unit tests, the nbgrader round trip, and every lecture notebook run top to bottom (nbval).
-test: install
+test: install-test
 	$(BIN)/python -m pytest tests course --nbval-lax --nbval-current-env -p no:cacheprovider
 
-test-fast: install
+test-fast: install-test
 	$(BIN)/python -m pytest tests -p no:cacheprovider --deselect tests/test_nbgrader_pipeline.py
 
 exercises: install
