@@ -213,7 +213,9 @@ def setup(force_cpu: bool = False, quiet: bool = False) -> Device:
     """Call first in every notebook: picks the device, switches on the interpreter if needed, reports."""
     dev = detect(force_cpu)
     if not quiet:
-        print(dev.describe())
+        from .versions import upgrades
+        for line in [dev.describe()] + upgrades(interpreter=not dev.is_gpu):
+            print(line)
     return dev
 
 

@@ -45,6 +45,8 @@ def check(root: Path) -> list:
     for name in ("torch", "triton", "nbgrader", "nbclient", "ipykernel"):
         v = _version(name)
         found.append(Finding(v is not None, f"{name} {v or 'missing'}", "" if v else f"pip install {name}"))
+    from grader.versions import upgrades
+    found += [Finding(False, line) for line in upgrades(interpreter=not torch.cuda.is_available())]
     config = root / "nbgrader_config.py"
     found.append(Finding(config.exists(), f"nbgrader config at {config}",
                          "" if config.exists() else "run course-grader from the course's repository root"))

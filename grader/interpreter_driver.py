@@ -93,6 +93,7 @@ def install() -> None:
     if not hasattr(driver, "set_active"):    # pragma: no cover - Triton before 3.0
         return
     try:
-        driver.active
+        # Any attribute: before Triton 3.4 `active` is a lazy proxy that looks for a GPU driver only then.
+        driver.active.get_current_device
     except RuntimeError:
         driver.set_active(InterpreterDriver())
