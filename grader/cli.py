@@ -15,6 +15,7 @@
                                               (full marks) and untouched exercises (zero), each timed
     course-grader colab                       rewrite every notebook's Colab install cell and the README's
                                               Colab links from grader/colab.py, then regenerate exercises/
+    course-grader student-edition OUT         build the repository students clone: no solutions, no hidden tests
 """
 from __future__ import annotations
 
@@ -161,6 +162,17 @@ def colab() -> int:
     return release([])  # exercises/ are nbgrader's copies of solutions/
 
 
+def student_edition(out: Path) -> int:
+    from grader import edition
+    try:
+        edition.build(out)
+    except ValueError as e:
+        print(f"course-grader student-edition: {e}", file=sys.stderr)
+        return 2
+    print(f"student edition in {out}: commit it to the students' repository (README, 'Two repositories')")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="course-grader", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -201,6 +213,10 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=REPO / "grading" / "course-run.md")
     p.add_argument("--cell-timeout", type=float, default=900, help="seconds a lecture cell may take (default 900)")
     sub.add_parser("colab", help="rewrite the Colab install cells and README links from grader/colab.py")
+    p = sub.add_parser("student-edition", help="build the repository students clone: no solutions, no hidden tests",
+                       description="Write the student edition (lectures, released exercises, the grader without "
+                       "hidden cases or prediction formulas, a student README) into OUT, a new folder.")
+    p.add_argument("out", type=Path)
     args = parser.parse_args(argv)
     if args.command == "release":
         return release(args.days)
@@ -216,6 +232,8 @@ def main(argv=None) -> int:
         return doctor()
     if args.command == "colab":
         return colab()
+    if args.command == "student-edition":
+        return student_edition(args.out)
     if args.command == "course-run":
         return course_run(args.days, args.lectures, args.autograde, args.out, args.cell_timeout)
     return bench(args.repeats, args.slow_repeats, args.out)
