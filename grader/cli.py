@@ -13,8 +13,9 @@
                                               slow variant of each -> docs/benchmarks.md
     course-grader course-run [--days ...]     run every lecture notebook and autograde every day's solutions
                                               (full marks) and untouched exercises (zero), each timed
-    course-grader colab                       rewrite every notebook's Colab install cell and the README's
-                                              Colab links from grader/colab.py, then regenerate exercises/
+    course-grader colab [--repo URL --ref TAG]
+                                              point every notebook's Colab install cell and the README's
+                                              Colab links at the students' repository, regenerate exercises/
     course-grader student-edition OUT         build the repository students clone: no solutions, no hidden tests
 """
 from __future__ import annotations
@@ -155,8 +156,18 @@ def doctor() -> int:
     return 0 if all(f.ok for f in findings) else 1
 
 
-def colab() -> int:
+def colab(repo: str | None = None, ref: str | None = None) -> int:
     from grader import colab as c
+    if (repo is None) != (ref is None):
+        print("course-grader colab: give both --repo and --ref, or neither (to rewrite from the settings)",
+              file=sys.stderr)
+        return 2
+    if repo is not None:
+        try:
+            c.configure(repo, ref)
+        except ValueError as e:
+            print(f"course-grader colab: {e}", file=sys.stderr)
+            return 2
     for path in c.rewrite(REPO):
         print(f"updated {path.relative_to(REPO)}")
     return release([])  # exercises/ are nbgrader's copies of solutions/
@@ -212,7 +223,12 @@ def main(argv=None) -> int:
     p.add_argument("--autograde", action="store_true", help="only the autograde (with --lectures: both)")
     p.add_argument("--out", type=Path, default=REPO / "grading" / "course-run.md")
     p.add_argument("--cell-timeout", type=float, default=900, help="seconds a lecture cell may take (default 900)")
-    sub.add_parser("colab", help="rewrite the Colab install cells and README links from grader/colab.py")
+    p = sub.add_parser("colab", help="point the Colab install cells and README links at the students' repository",
+                       description="Write the students' published repository and tag into grader/colab.py (with "
+                       "--repo and --ref), then rewrite every notebook's Colab install cell and the README's "
+                       "Colab links from it and regenerate exercises/.")
+    p.add_argument("--repo", help="the students' public GitHub repository, https://github.com/OWNER/NAME")
+    p.add_argument("--ref", help="a tag (or commit) there whose grader matches these notebooks")
     p = sub.add_parser("student-edition", help="build the repository students clone: no solutions, no hidden tests",
                        description="Write the student edition (lectures, released exercises, the grader without "
                        "hidden cases or prediction formulas, a student README) into OUT, a new folder.")
@@ -231,7 +247,7 @@ def main(argv=None) -> int:
     if args.command == "doctor":
         return doctor()
     if args.command == "colab":
-        return colab()
+        return colab(args.repo, args.ref)
     if args.command == "student-edition":
         return student_edition(args.out)
     if args.command == "course-run":

@@ -6,25 +6,28 @@ every notebook (course/, solutions/, and through nbgrader exercises/) installs `
 course's GitHub repository at a release tag when it runs in Colab, with `--no-deps` so that pip
 leaves Colab's torch alone, and does nothing anywhere else (JupyterLab, nbval in CI, nbgrader).
 
-That cell is literal text in 35 notebooks, generated from the constants below. To publish the course
-or point it at a new release, change COURSE_REPO / COURSE_REF here and run `course-grader colab`: it
-rewrites the cell in course/ and solutions/, the links in README.md, and regenerates exercises/.
-tests/test_colab.py fails while any notebook or the README disagrees with this module.
+That cell is literal text in 35 notebooks, generated from the two settings below. To publish the course
+(the student edition, README "Two repositories") or point it at a new release, run
+`course-grader colab --repo https://github.com/OWNER/NAME --ref TAG`: it writes the settings here,
+rewrites the cell in course/ and solutions/ and the links in README.md, and regenerates exercises/.
+Until then the course is unpublished: the cell stops in Colab with a message that says so, and the README
+says how to publish instead of linking to a repository that does not exist. tests/test_colab.py fails
+while any notebook or the README disagrees with this module.
 """
 from __future__ import annotations
 
 import os
+import re
 import sys
 import textwrap
 from pathlib import Path
 
 import nbformat
 
-# ---- THE ONE PLACE TO CHANGE when the course is published or released ------------------------------
-# The repository is not decided yet: this is a placeholder. COURSE_REF must be a tag (or commit) that
-# exists there, holding a `grader` package that matches these notebooks: pyproject.toml's version.
-COURSE_REPO = "https://github.com/gpu-course/gpu-course"
-COURSE_REF = "v0.1.0"
+# ---- Written by `course-grader colab --repo URL --ref TAG` (None: not published yet) -------------------
+# The students' repository on GitHub, and a tag (or commit) there whose `grader` matches these notebooks.
+COURSE_REPO = None
+COURSE_REF = None
 # -------------------------------------------------------------------------------------------------------
 
 # What Colab lacks besides the course, as pinned pip requirements. Nothing today: nbgrader, jupyterlab,
@@ -37,6 +40,14 @@ LINKS_START = "<!-- colab-links:start -->"
 LINKS_END = "<!-- colab-links:end -->"
 
 
+GITHUB_REPO = re.compile(r"https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+GIT_REF = re.compile(r"[A-Za-z0-9_./-]+")
+
+
+def published() -> bool:
+    return COURSE_REPO is not None and COURSE_REF is not None
+
+
 def requirement() -> str:
     """The pip requirement that installs this package from the course's repository at COURSE_REF."""
     return f"gpu-course @ git+{COURSE_REPO}@{COURSE_REF}"
@@ -45,18 +56,41 @@ def requirement() -> str:
 def install_cell_source() -> str:
     """The first code cell of every notebook. It cannot import grader (not installed yet), so it only
     uses the standard library, and outside Colab it runs three imports and one test."""
-    packages = "".join(f', "{p}"' for p in COLAB_EXTRA_PACKAGES)
-    return (
+    head = (
         "# In Google Colab, install the course's `grader` package (torch and triton come with Colab).\n"
         "# Anywhere else (JupyterLab, nbgrader, CI) this cell does nothing.\n"
         "import importlib, os, subprocess, sys\n"
         'if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ:\n'
+    )
+    if not published():
+        return head + (
+            '    raise RuntimeError("This copy of the course is not published for Colab yet: open the notebook "\n'
+            '                       "from the repository your instructor gives you (README, Two repositories).")'
+        )
+    packages = "".join(f', "{p}"' for p in COLAB_EXTRA_PACKAGES)
+    return head + (
         '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",\n'
         f'                    "{requirement()}"{packages}], check=True)\n'
         "    importlib.invalidate_caches()   # so that the next import sees what pip just added\n"
         "    import grader.colab\n"
         "    grader.colab.enable_widgets()   # so that the notebooks' sliders show"
     )
+
+
+def configure(repo: str, ref: str, module: Path = Path(__file__)) -> None:
+    """Write the students' repository and tag into this module's settings (and into the running one)."""
+    global COURSE_REPO, COURSE_REF
+    if not GITHUB_REPO.fullmatch(repo.removesuffix(".git")):
+        raise ValueError(f"{repo!r} is not a GitHub repository address (https://github.com/OWNER/NAME): "
+                         "Colab opens notebooks from GitHub")
+    if not GIT_REF.fullmatch(ref):
+        raise ValueError(f"{ref!r} is not a tag or commit name")
+    text = Path(module).read_text()
+    text, n_repo = re.subn(r"^COURSE_REPO = .*$", f"COURSE_REPO = {repo.removesuffix('.git')!r}", text, flags=re.M)
+    text, n_ref = re.subn(r"^COURSE_REF = .*$", f"COURSE_REF = {ref!r}", text, flags=re.M)
+    assert n_repo == n_ref == 1, "the settings lines of grader/colab.py changed shape"
+    Path(module).write_text(text)
+    COURSE_REPO, COURSE_REF = repo.removesuffix(".git"), ref
 
 
 def in_colab() -> bool:
@@ -118,6 +152,20 @@ def linked_notebooks(root: Path) -> list:
 
 def readme_section(root: Path) -> str:
     """The README's Colab section, markers included."""
+    if not published():
+        return "\n".join([
+            LINKS_START,
+            "## Open in Colab",
+            "",
+            *textwrap.wrap(
+                "Every lecture and exercise can also run in Google Colab, from the students' repository: this "
+                "copy of the course is not published yet, so there are no Colab links here. To publish: build "
+                "the student edition (`course-grader student-edition`, README \"Two repositories\"), push it "
+                "to a public GitHub repository with a tag, then run `course-grader colab --repo "
+                "https://github.com/OWNER/NAME --ref TAG` here and build the edition again. Every notebook's "
+                "first cell then installs the course's `grader` from there in Colab, and this section lists "
+                "a Colab link for every lecture and exercise.", width=105),
+            LINKS_END])
     lines = [
         LINKS_START,
         "## Open in Colab",

@@ -40,7 +40,7 @@ def test_rewriting_changes_nothing_when_all_is_in_step(tmp_path):
 def test_rewriting_replaces_the_cell_once(tmp_path, monkeypatch):
     path = tmp_path / "nb.ipynb"
     shutil.copy(REPO / "course" / "day1" / "01_what_is_a_kernel.ipynb", path)
-    monkeypatch.setattr(colab, "COURSE_REF", "v9.9.9")
+    _published(monkeypatch, PUBLISHED[0], "v9.9.9")
     assert colab.update_notebook(path, nbgrader=False)
     nb = nbformat.read(path, as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code"]
@@ -67,11 +67,27 @@ def test_outside_colab_the_cell_does_nothing(monkeypatch):
     assert _run_cell(monkeypatch, colab_env=False) == []
 
 
+PUBLISHED = ("https://github.com/example-school/gpu-course-students", "v1.2.0")
+
+
+def _published(monkeypatch, repo=PUBLISHED[0], ref=PUBLISHED[1]):
+    monkeypatch.setattr(colab, "COURSE_REPO", repo)
+    monkeypatch.setattr(colab, "COURSE_REF", ref)
+
+
+def test_unpublished_the_cell_stops_in_colab_with_the_reason_and_does_nothing_elsewhere(monkeypatch):
+    _published(monkeypatch, None, None)
+    assert _run_cell(monkeypatch, colab_env=False) == []
+    with pytest.raises(RuntimeError, match="not published for Colab yet"):
+        _run_cell(monkeypatch, colab_env=True)
+
+
 def test_in_colab_the_cell_pip_installs_the_pinned_course_without_touching_torch(monkeypatch):
+    _published(monkeypatch)
     calls = _run_cell(monkeypatch, colab_env=True)
     (_, pip), widgets = calls
     assert pip[1:5] == ["-m", "pip", "install", "-q"] and "--no-deps" in pip
-    assert f"gpu-course @ git+{colab.COURSE_REPO}@{colab.COURSE_REF}" in pip
+    assert "gpu-course @ git+https://github.com/example-school/gpu-course-students@v1.2.0" in pip
     assert not any(arg.split("=")[0].split("<")[0].split(">")[0] in ("torch", "triton") for arg in pip)
     assert widgets == ("widgets",)
 
@@ -94,16 +110,45 @@ def test_widgets_need_colabs_widget_manager_only_with_ipywidgets_8(monkeypatch, 
     assert bool(switched) == switched_on
 
 
-def test_the_readme_links_every_lecture_and_exercise_in_colab():
+def test_the_readme_s_colab_section_is_the_one_the_settings_make():
     readme = (REPO / "README.md").read_text()
     assert readme.count(colab.LINKS_START) == 1 and readme.count(colab.LINKS_END) == 1
     section = colab.LINKS_START + readme.split(colab.LINKS_START)[1].split(colab.LINKS_END)[0] + colab.LINKS_END
     assert section == colab.readme_section(REPO), "run `course-grader colab`"
+
+
+def test_published_the_readme_links_every_lecture_and_exercise_in_colab(monkeypatch):
+    _published(monkeypatch)
+    section = colab.readme_section(REPO)
     students = sorted(p.relative_to(REPO).as_posix() for f in ("course", "exercises") for p in (REPO / f).glob("*/*.ipynb"))
     assert len(students) > 20
     for path in students:
-        assert f"https://colab.research.google.com/github/gpu-course/gpu-course/blob/{colab.COURSE_REF}/{path})" in section
+        assert (f"https://colab.research.google.com/github/example-school/gpu-course-students/blob/v1.2.0/{path})"
+                in section)
     assert "solutions/" not in section
+
+
+def test_unpublished_the_readme_links_nowhere_and_says_how_to_publish(monkeypatch):
+    _published(monkeypatch, None, None)
+    section = colab.readme_section(REPO)
+    assert "colab.research.google.com" not in section and "github.com/" in section
+    assert "course-grader colab --repo" in section and "student-edition" in section
+
+
+def test_the_settings_are_written_by_the_command_and_checked(tmp_path, monkeypatch):
+    _published(monkeypatch, None, None)       # the running module's settings are put back after the test
+    module = tmp_path / "colab.py"
+    shutil.copy(REPO / "grader" / "colab.py", module)
+    colab.configure("https://github.com/example-school/gpu-course-students.git", "v2.0", module=module)
+    text = module.read_text()
+    assert "COURSE_REPO = 'https://github.com/example-school/gpu-course-students'\n" in text
+    assert "COURSE_REF = 'v2.0'\n" in text
+    assert colab.published() and colab.requirement().endswith("gpu-course-students@v2.0")
+    for repo, ref in (("https://gitlab.com/school/course", "v1"), ("https://github.com/only-owner", "v1"),
+                      ("https://github.com/a/b", "v1; rm -rf ~")):
+        with pytest.raises(ValueError):
+            colab.configure(repo, ref, module=module)
+    assert module.read_text() == text     # a refused setting writes nothing
 
 
 def test_what_the_notebooks_import_reads_no_file_of_the_repository():
@@ -121,10 +166,17 @@ def test_what_the_notebooks_import_reads_no_file_of_the_repository():
         assert "parent.parent" not in text and "REPO" not in text and "open(" not in text, path
 
 
-def test_the_command_rewrites_then_regenerates_the_exercises(monkeypatch):
+def test_the_command_writes_the_settings_rewrites_then_regenerates_the_exercises(monkeypatch, capsys):
     from grader import cli
     done = []
+    monkeypatch.setattr(colab, "configure", lambda repo, ref: done.append(("configure", repo, ref)))
     monkeypatch.setattr(colab, "rewrite", lambda root: done.append(("rewrite", root)) or [])
     monkeypatch.setattr(cli, "release", lambda days: done.append(("release", days)) or 0)
     assert cli.main(["colab"]) == 0
     assert done == [("rewrite", cli.REPO), ("release", [])]
+    done.clear()
+    assert cli.main(["colab", "--repo", PUBLISHED[0], "--ref", PUBLISHED[1]]) == 0
+    assert done == [("configure", *PUBLISHED), ("rewrite", cli.REPO), ("release", [])]
+    done.clear()
+    assert cli.main(["colab", "--repo", PUBLISHED[0]]) == 2 and done == []
+    assert "both --repo and --ref" in capsys.readouterr().err
