@@ -1,7 +1,8 @@
 """The course's command line, for instructors (run from the repository root).
 
     course-grader release [day1 ...]          regenerate exercises/ from solutions/ with nbgrader
-    course-grader collect SOURCE --day DAY    copy submissions (a folder or an LMS/Colab zip) into grading/
+    course-grader collect SOURCE --day DAY [--id-map CSV]
+                                              copy submissions (a folder or an LMS/Colab zip) into grading/
     course-grader sanitize DAY                repair collected notebooks (restored tests, duplicates, bad files)
     course-grader autograde DAY [--timeout S] [--workers N] [--shard K/N]
                                               grade each notebook in its own process, killed past S
@@ -72,7 +73,7 @@ def notebooks_of(day: str) -> list:
     return sorted(p.stem for p in (REPO / "exercises" / day).glob("*.ipynb"))
 
 
-def collect(source: Path, day: str) -> int:
+def collect(source: Path, day: str, id_map: Path | None = None) -> int:
     import zipfile
     from grader import submissions
     if unknown_day(day, "collect"):
@@ -84,7 +85,14 @@ def collect(source: Path, day: str) -> int:
         print(f"course-grader collect: {source} is neither a folder nor a zip file (an LMS download is one "
               f"of the two)", file=sys.stderr)
         return 2
-    report = submissions.collect(source, day, notebooks_of(day), REPO / "grading" / "submitted")
+    ids = None
+    if id_map is not None:
+        try:
+            ids = submissions.read_id_map(id_map)
+        except (OSError, ValueError) as e:
+            print(f"course-grader collect: the id map: {e}", file=sys.stderr)
+            return 2
+    report = submissions.collect(source, day, notebooks_of(day), REPO / "grading" / "submitted", ids)
     print(report.summary())
     return 0
 
@@ -189,9 +197,15 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("release", help="regenerate exercises/ from solutions/")
     p.add_argument("days", nargs="*")
-    p = sub.add_parser("collect", help="copy submissions into grading/submitted")
-    p.add_argument("source", type=Path)
-    p.add_argument("--day", required=True)
+    p = sub.add_parser("collect", help="copy submissions into grading/submitted",
+                       description="Copy one day's notebooks from an LMS download (Canvas, Moodle, Blackboard) "
+                       "or a folder into grading/submitted/STUDENT/DAY/, keeping each student's newest attempt; "
+                       "every file it could not match is listed.")
+    p.add_argument("source", type=Path, help="the LMS's zip, or a folder of notebooks")
+    p.add_argument("--day", required=True, help="the day the notebooks belong to (day1, day2, ...)")
+    p.add_argument("--id-map", type=Path, default=None,
+                   help="a CSV of two columns, LMS id and student id: students are named by it, and files of "
+                   "anyone it does not list are reported instead of collected")
     p = sub.add_parser("sanitize", help="repair collected notebooks before grading")
     p.add_argument("day")
     p = sub.add_parser("autograde", help="autograde every notebook of every student, each under a time limit",
@@ -237,7 +251,7 @@ def main(argv=None) -> int:
     if args.command == "release":
         return release(args.days)
     if args.command == "collect":
-        return collect(args.source, args.day)
+        return collect(args.source, args.day, args.id_map)
     if args.command == "sanitize":
         return sanitize(args.day)
     if args.command == "autograde":

@@ -1,7 +1,7 @@
 """Collect students' notebooks from an LMS or Colab download, and sanitize them before grading.
 
 collect: files named like `Copy of day2_softmax.ipynb`, `alice_day2_softmax (1).ipynb`,
-`alice/softmax.ipynb`, or as Canvas and Moodle name their downloads, in a folder or a zip, are matched
+`alice/softmax.ipynb`, or as Canvas, Moodle and Blackboard name their downloads, in a folder or a zip, are matched
 to a student and to one of the day's notebooks and copied to nbgrader's layout,
 `grading/submitted/<student>/<day>/<notebook>.ipynb`; of two attempts the newer is kept. What cannot be
 matched is reported, never dropped silently. The originals are not touched.
@@ -58,10 +58,17 @@ ATTEMPT = re.compile(r"(?:\s*\((\d+)\)|-(\d+))$")
 # full name.
 CANVAS = re.compile(r"^(?:late_)?(?P<name>[a-z][a-z0-9]*)_(?P<user>\d+)_\d+$")
 MOODLE = re.compile(r"^(?P<name>.+?)_\d+_assignsubmission_(?:file|onlinetext)$")
+# Blackboard: "assignment name_username_attempt_YYYY-MM-DD-hh-mm-ss_" (the date with "_" once cleaned);
+# the username is the last word before "_attempt_", and the date orders a student's attempts.
+BLACKBOARD = re.compile(r"^(?:.*_)?(?P<name>[a-z0-9.]+)_attempt_\d{4}(?:_\d{2}){5}$")
+BLACKBOARD_DATE = re.compile(r"_attempt_(\d{4})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-(\d{2})_")
 
 
 def attempt(name: str) -> int:
-    """0 for a file's first copy, N for its " (N)" or "-N" copy."""
+    """0 for a file's first copy, N for its " (N)" or "-N" copy; a Blackboard attempt's date as a number."""
+    dated = BLACKBOARD_DATE.search(name)
+    if dated:
+        return int("".join(dated.groups()))
     match = ATTEMPT.search(re.sub(r"\.ipynb$", "", name, flags=re.I))
     return int(match.group(1) or match.group(2)) if match else 0
 
@@ -81,7 +88,7 @@ def _student(prefix: str, day: str) -> str:
         previous = prefix
         prefix = re.sub(rf"[_\s]*{day}[_\s]*$", "", prefix).strip("_ ")
         prefix = re.sub(r"[_\s]*copy_of$", "", prefix).strip("_ ")
-    for lms in (CANVAS, MOODLE):
+    for lms in (CANVAS, MOODLE, BLACKBOARD):
         match = lms.match(prefix)
         if match:
             return "_".join(p for p in (match.group("name"), match.groupdict().get("user")) if p).strip("_ ")
@@ -106,8 +113,26 @@ def match_name(path: Path, day: str, notebooks: list, root: Path) -> tuple:
     return None, "no student name in the file name or its folder"
 
 
-def collect(source: Path, day: str, notebooks: list, submitted: Path) -> CollectReport:
-    """Copy the notebooks of one day from a folder or zip into `submitted/<student>/<day>/`."""
+def read_id_map(path: Path) -> dict:
+    """LMS id -> student id, from a CSV of two columns (a header line is optional): the ids `collect`
+    finds (a Canvas "name_userid", a Moodle full name, a Blackboard username, a folder's name), written
+    as they are or as the LMS shows them ("Bob Jones")."""
+    import csv
+    with open(path, newline="") as f:
+        rows = [r for r in csv.reader(f) if r and any(cell.strip() for cell in r)]
+    if rows and len(rows[0]) >= 2 and rows[0][1].strip().lower().replace(" ", "_") in ("student_id", "student", "id"):
+        rows = rows[1:]
+    mapping = {}
+    for number, row in enumerate(rows, 1):
+        if len(row) < 2 or not row[0].strip() or not row[1].strip():
+            raise ValueError(f"{path}, row {number}: expected two columns, an LMS id and a student id")
+        mapping[_clean_stem(row[0].strip())] = row[1].strip()
+    return mapping
+
+
+def collect(source: Path, day: str, notebooks: list, submitted: Path, id_map: dict | None = None) -> CollectReport:
+    """Copy the notebooks of one day from a folder or zip into `submitted/<student>/<day>/`; with an
+    id map, students are named by it, and a file of anyone it does not list is reported, not copied."""
     report = CollectReport()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(source)
@@ -131,6 +156,11 @@ def collect(source: Path, day: str, notebooks: list, submitted: Path) -> Collect
             if student is None:
                 report.unmatched.append((str(path.relative_to(root)), notebook))
                 continue
+            if id_map is not None:
+                if student not in id_map:
+                    report.unmatched.append((str(path.relative_to(root)), f"{student} is not in the id map"))
+                    continue
+                student = id_map[student]
             key = (student, notebook)
             if key in chosen:
                 older, newer = sorted([chosen[key], path], key=lambda p: (attempt(p.name), p.stat().st_mtime, p.name))

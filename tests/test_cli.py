@@ -60,3 +60,11 @@ def test_a_usable_gpu_or_none_at_all_is_not_in_the_way(monkeypatch):
     assert _machine(monkeypatch, [], "False 2.13.0+cpu None\n").unusable_gpu() is None   # a CPU machine
     assert _machine(monkeypatch, [["NVIDIA H100 80GB HBM3", "580.159.04"]],
                     "True 2.13.0+cu130 13.0\n").unusable_gpu() is None
+
+
+def test_collect_refuses_an_id_map_it_cannot_read(tmp_path, capsys):
+    ids = tmp_path / "ids.csv"
+    ids.write_text("alice\n")
+    assert cli.main(["collect", str(tmp_path), "--day", "day1", "--id-map", str(ids)]) == 2
+    assert "the id map" in capsys.readouterr().err
+    assert cli.main(["collect", str(tmp_path), "--day", "day1", "--id-map", str(tmp_path / "missing.csv")]) == 2

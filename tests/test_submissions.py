@@ -25,6 +25,9 @@ SOLUTION = REPO / "solutions" / "day1" / "vector_add.ipynb"
     # Moodle (full name, participant id), flat or one folder per submission
     ("Bob Jones_45678_assignsubmission_file_day2_rmsnorm.ipynb", "bob_jones", "rmsnorm"),
     ("Bob Jones_45678_assignsubmission_file_/Copy of rmsnorm.ipynb", "bob_jones", "rmsnorm"),
+    # Blackboard (assignment name, username, attempt date), the assignment's name with spaces and "_"
+    ("Day 2 reductions_jsmith7_attempt_2026-11-02-09-15-00_day2_softmax.ipynb", "jsmith7", "softmax"),
+    ("HW_2_k.lee_attempt_2026-11-03-23-59-59_Copy of cross_entropy.ipynb", "k.lee", "cross_entropy"),
 ])
 def test_names_map_to_student_and_notebook(tmp_path, path, student, notebook):
     f = tmp_path / path
@@ -65,6 +68,43 @@ def test_of_two_attempts_the_newer_is_kept(tmp_path):
     assert len(report.replaced) == 2
     assert "canvas -1" in (tmp_path / "submitted" / "ann_11" / "day2" / "softmax.ipynb").read_text()
     assert "later" in (tmp_path / "submitted" / "bo" / "day2" / "softmax.ipynb").read_text()
+
+
+def test_of_two_blackboard_attempts_the_later_date_is_kept_whatever_the_zip_says(tmp_path):
+    archive = tmp_path / "gradebook.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(zipfile.ZipInfo("Day 2_ann_attempt_2026-11-02-09-00-00_softmax.ipynb", (2026, 11, 5, 9, 0, 0)),
+                   '{"attempt": "first"}')
+        z.writestr(zipfile.ZipInfo("Day 2_ann_attempt_2026-11-04-18-30-00_softmax.ipynb", (2026, 11, 1, 9, 0, 0)),
+                   '{"attempt": "second"}')
+        z.writestr("Day 2_ann_attempt_2026-11-04-18-30-00.txt", "Name: Ann\nSubmission Field: ...")
+    report = submissions.collect(archive, "day2", DAY2, tmp_path / "submitted")
+    assert "second" in (tmp_path / "submitted" / "ann" / "day2" / "softmax.ipynb").read_text()
+    assert dict(report.unmatched) == {"Day 2_ann_attempt_2026-11-04-18-30-00.txt": "not an .ipynb file"}
+
+
+def test_an_id_map_names_students_and_reports_anyone_it_does_not_list(tmp_path):
+    ids = tmp_path / "ids.csv"
+    ids.write_text("lms_id,student_id\nleeanna_34567,s1001\nBob Jones,s1002\n")
+    id_map = submissions.read_id_map(ids)
+    assert id_map == {"leeanna_34567": "s1001", "bob_jones": "s1002"}
+    folder = tmp_path / "download"
+    folder.mkdir()
+    for name in ("leeanna_34567_890123_copy_of_day2_softmax.ipynb",
+                 "Bob Jones_45678_assignsubmission_file_day2_rmsnorm.ipynb", "mallory_99_1_day2_softmax.ipynb"):
+        (folder / name).write_text("{}")
+    report = submissions.collect(folder, "day2", DAY2, tmp_path / "submitted", id_map)
+    assert sorted((s, n) for _, s, n in report.copied) == [("s1001", "softmax"), ("s1002", "rmsnorm")]
+    assert dict(report.unmatched) == {"mallory_99_1_day2_softmax.ipynb": "mallory_99 is not in the id map"}
+    assert not (tmp_path / "submitted" / "mallory_99").exists()
+
+
+@pytest.mark.parametrize("text", ["lms_id,student_id\nalice\n", "alice,\n"])
+def test_an_id_map_with_a_missing_column_is_refused_with_its_row(tmp_path, text):
+    ids = tmp_path / "ids.csv"
+    ids.write_text(text)
+    with pytest.raises(ValueError, match="row 1: expected two columns"):
+        submissions.read_id_map(ids)
 
 
 def _filled(release, solution):
