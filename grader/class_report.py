@@ -55,6 +55,17 @@ def speed_table(autograded: Path, day: str) -> list:
     return rows
 
 
+def no_speed_data(day: str) -> str:
+    return (f"No speed was measured for {day}: it was graded without a GPU (speed cells score 0 there), "
+            "or no speed cell ran.")
+
+
+def _targets() -> dict:
+    """Exercise title -> the speed ratio its full points need (grader/exercises)."""
+    from . import exercises
+    return {spec.title: spec.target for spec in exercises.all_exercises() if getattr(spec, "target", None)}
+
+
 def write_report(autograded: Path, day: str, out_dir: Path) -> tuple:
     """grading/speed-<day>.csv and speed-<day>.png (ratio per exercise across the class)."""
     import matplotlib
@@ -70,15 +81,30 @@ def write_report(autograded: Path, day: str, out_dir: Path) -> tuple:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
+    fig = speed_figure(rows, day)
+    fig.savefig(png_path, dpi=100)
+    plt.close(fig)
+    return csv_path, png_path
+
+
+def speed_figure(rows: list, day: str):
+    """A histogram of the class's speed ratios per exercise, with PyTorch's 1x and the exercise's target."""
+    import matplotlib.pyplot as plt
     titles = sorted({r["title"] for r in rows})
+    targets = _targets()
     fig, axes = plt.subplots(1, max(1, len(titles)), figsize=(4 * max(1, len(titles)), 3), squeeze=False)
     for ax, title in zip(axes[0], titles):
         ratios = [r["ratio"] for r in rows if r["title"] == title and r["ratio"] is not None]
         ax.hist(ratios, bins=min(20, max(5, len(ratios))))
+        ax.axvline(1.0, color="gray", linestyle=":", label="PyTorch baseline (1x)")
+        if title in targets:
+            ax.axvline(targets[title], color="tab:red", linestyle="--", label=f"target ({targets[title]:g}x)")
         ax.set_title(title)
         ax.set_xlabel("speed vs PyTorch (x)")
         ax.set_ylabel("students")
+        ax.legend(fontsize="small")
+    if not titles:
+        axes[0][0].axis("off")
+        axes[0][0].text(0.5, 0.5, no_speed_data(day), ha="center", va="center", wrap=True)
     fig.tight_layout()
-    fig.savefig(png_path, dpi=100)
-    plt.close(fig)
-    return csv_path, png_path
+    return fig

@@ -41,6 +41,21 @@ def unknown_day(day: str, command: str) -> bool:
     return True
 
 
+def missing_step(day: str, command: str) -> bool:
+    """True (having said so) when the step before this one has not been run for the day: sanitize and
+    autograde need collected submissions, report needs autograded notebooks."""
+    from grader import batch
+    if command in ("sanitize", "autograde") and not batch.students_of(REPO, day):
+        print(f"course-grader {command}: no submissions collected for {day} in grading/submitted: run "
+              f"course-grader collect SOURCE --day {day} first", file=sys.stderr)
+        return True
+    if command == "report" and not any((REPO / "grading" / "autograded").glob(f"*/{day}/*.ipynb")):
+        print(f"course-grader report: nothing autograded for {day} yet: run course-grader autograde {day} first",
+              file=sys.stderr)
+        return True
+    return False
+
+
 def release(selected: list) -> int:
     if any(unknown_day(day, "release") for day in selected):
         return 2
@@ -99,7 +114,7 @@ def collect(source: Path, day: str, id_map: Path | None = None) -> int:
 
 def sanitize(day: str) -> int:
     from grader import submissions
-    if unknown_day(day, "sanitize"):
+    if unknown_day(day, "sanitize") or missing_step(day, "sanitize"):
         return 2
     results = submissions.sanitize_day(REPO / "grading" / "submitted", REPO / "exercises" / day, day)
     for (student, notebook), fixes in sorted(results.items()):
@@ -113,21 +128,27 @@ def autograde(day: str, timeout: float, workers, shard) -> int:
     from grader import batch
     if unknown_day(day, "autograde"):
         return 2
+    try:
+        shard = batch.parse_shard(shard) if shard else None
+    except ValueError as e:
+        print(f"course-grader autograde: {e}", file=sys.stderr)
+        return 2
     why_not = batch.unusable_gpu()
     if why_not:
         print(f"course-grader autograde: {why_not}", file=sys.stderr)
         return 2
+    if missing_step(day, "autograde"):
+        return 2
     try:
-        shard = batch.parse_shard(shard) if shard else None
         batch.autograde_day(REPO, day, timeout_s=timeout, workers=workers, shard=shard)
-    except ValueError as e:  # too many workers for the GPUs, a bad --shard, a day not released
+    except ValueError as e:  # too many workers for the GPUs, a day not released
         print(f"course-grader autograde: {e}", file=sys.stderr)
         return 2
     return 0
 
 
 def report(day: str) -> int:
-    if unknown_day(day, "report"):
+    if unknown_day(day, "report") or missing_step(day, "report"):
         return 2
     grades = REPO / "grading" / f"grades-{day}.csv"
     for args in (["generate_feedback", day, "--force"], ["export", "--to", str(grades)]):
@@ -137,6 +158,8 @@ def report(day: str) -> int:
     keep_rows_of(grades, day)
     from grader import class_report
     csv_path, png_path = class_report.write_report(REPO / "grading" / "autograded", day, REPO / "grading")
+    if not class_report.speed_table(REPO / "grading" / "autograded", day):
+        print(class_report.no_speed_data(day))
     print(f"grades: grading/grades-{day}.csv; feedback: grading/feedback/<student>/{day}/; "
           f"speed across the class: {csv_path.relative_to(REPO)} and {png_path.relative_to(REPO)}")
     return 0

@@ -4,7 +4,7 @@ import csv
 import nbformat
 
 from grader.checks import SpeedResult
-from grader.class_report import parse_speed_reports, write_report
+from grader.class_report import parse_speed_reports, speed_figure, speed_table, write_report
 
 
 def _report(ratio_ms, tflops=False):
@@ -38,3 +38,15 @@ def test_writes_a_csv_row_per_student_and_a_plot(tmp_path):
     rows = list(csv.DictReader(open(csv_path)))
     assert [(r["student"], float(r["ratio"])) for r in rows] == [("alice", 1.0), ("bob", 0.6)]
     assert png_path.stat().st_size > 1000
+    fig = speed_figure(speed_table(tmp_path / "autograded", "day1"), "day1")
+    (ax,) = fig.axes
+    lines = {line.get_label(): line.get_xdata()[0] for line in ax.get_lines()}
+    assert lines == {"PyTorch baseline (1x)": 1.0, "target (0.9x)": 0.9}   # vector add's target
+
+
+def test_without_speed_data_the_plot_says_why_in_words(tmp_path):
+    (tmp_path / "autograded").mkdir()
+    csv_path, png_path = write_report(tmp_path / "autograded", "day1", tmp_path / "out")
+    assert png_path.stat().st_size > 1000 and list(csv.DictReader(open(csv_path))) == []
+    (ax,) = speed_figure([], "day1").axes
+    assert "No speed was measured for day1" in ax.texts[0].get_text()

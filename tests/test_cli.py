@@ -68,3 +68,17 @@ def test_collect_refuses_an_id_map_it_cannot_read(tmp_path, capsys):
     assert cli.main(["collect", str(tmp_path), "--day", "day1", "--id-map", str(ids)]) == 2
     assert "the id map" in capsys.readouterr().err
     assert cli.main(["collect", str(tmp_path), "--day", "day1", "--id-map", str(tmp_path / "missing.csv")]) == 2
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["sanitize", "day1"], "run course-grader collect SOURCE --day day1 first"),
+    (["autograde", "day1"], "run course-grader collect SOURCE --day day1 first"),
+    (["report", "day1"], "run course-grader autograde day1 first")])
+def test_a_step_before_its_time_says_which_step_comes_first(tmp_path, monkeypatch, capsys, argv, says):
+    from grader import batch
+    monkeypatch.setattr(cli, "REPO", tmp_path)                  # a course where nothing was collected yet
+    monkeypatch.setattr(cli, "days", lambda: ["day1"])
+    monkeypatch.setattr(batch, "unusable_gpu", lambda: None)
+    monkeypatch.setattr(batch, "autograde_day", lambda *a, **k: pytest.fail("graded nothing"))
+    assert cli.main(argv) == 2
+    assert says in capsys.readouterr().err
