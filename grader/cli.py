@@ -215,11 +215,13 @@ def student_edition(out: Path) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course-grader", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("release", help="regenerate exercises/ from solutions/")
-    p.add_argument("days", nargs="*")
+    p = sub.add_parser("release", help="regenerate exercises/ from solutions/",
+                       description="Generate the students' exercises/DAY from solutions/DAY with nbgrader (the "
+                       "grading rules restated in each notebook) and register the day in the gradebook.")
+    p.add_argument("days", nargs="*", help="the days to release (default: every day)")
     p = sub.add_parser("collect", help="copy submissions into grading/submitted",
                        description="Copy one day's notebooks from an LMS download (Canvas, Moodle, Blackboard) "
                        "or a folder into grading/submitted/STUDENT/DAY/, keeping each student's newest attempt; "
@@ -229,13 +231,16 @@ def main(argv=None) -> int:
     p.add_argument("--id-map", type=Path, default=None,
                    help="a CSV of two columns, LMS id and student id: students are named by it, and files of "
                    "anyone it does not list are reported instead of collected")
-    p = sub.add_parser("sanitize", help="repair collected notebooks before grading")
-    p.add_argument("day")
+    p = sub.add_parser("sanitize", help="repair collected notebooks before grading",
+                       description="Rebuild each collected notebook of DAY on the release: test cells restored, "
+                       "duplicated graded cells dropped, outputs cleared, unreadable files graded as blank, "
+                       "and the submission rules enforced. Run after collect, before autograde.")
+    p.add_argument("day", help="the day to sanitize (day1, day2, ...)")
     p = sub.add_parser("autograde", help="autograde every notebook of every student, each under a time limit",
                        description="Autograde a day: each (student, notebook) in its own process tree, killed "
                        "past --timeout (that notebook scores 0, the others are still graded); writes "
                        "grading/runs-DAY.csv. See docs/grading-at-scale.md.")
-    p.add_argument("day")
+    p.add_argument("day", help="the day to grade (day1, day2, ...)")
     p.add_argument("--timeout", type=float, default=900,
                    help="seconds per notebook before its process tree is killed (default 900)")
     p.add_argument("--workers", type=int, default=None,
@@ -247,18 +252,22 @@ def main(argv=None) -> int:
                    help="grade only the K-th of N shares of the class (K from 0; student K, K+N, ... in "
                    "sorted order), for Slurm array tasks or a Kubernetes indexed Job; writes "
                    "grading/runs-DAY-shardKofN.csv")
-    p = sub.add_parser("report", help="grades CSV, feedback and the class's speed table")
-    p.add_argument("day")
+    p = sub.add_parser("report", help="grades CSV, feedback and the class's speed table",
+                       description="After autograde: each student's HTML feedback (grading/feedback), the day's "
+                       "grades (grading/grades-DAY.csv) and the class's speed table and plot.")
+    p.add_argument("day", help="the day to report (day1, day2, ...)")
     sub.add_parser("doctor", help="check this grading machine")
     p = sub.add_parser("bench", help="time the reference solutions on this GPU")
     p.add_argument("--repeats", type=int, default=10, help="speed gradings of each reference (default 10)")
     p.add_argument("--slow-repeats", type=int, default=3, help="gradings of each slow variant (default 3)")
-    p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
+    p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md",
+                   help="where to write the report (default docs/benchmarks.md)")
     p = sub.add_parser("course-run", help="run every lecture and autograde every day's solutions and exercises")
-    p.add_argument("--days", nargs="*", default=[])
+    p.add_argument("--days", nargs="*", default=[], help="only these days (default: every day)")
     p.add_argument("--lectures", action="store_true", help="only the lectures (with --autograde: both)")
     p.add_argument("--autograde", action="store_true", help="only the autograde (with --lectures: both)")
-    p.add_argument("--out", type=Path, default=REPO / "grading" / "course-run.md")
+    p.add_argument("--out", type=Path, default=REPO / "grading" / "course-run.md",
+                   help="where to write the report (default grading/course-run.md)")
     p.add_argument("--cell-timeout", type=float, default=900, help="seconds a lecture cell may take (default 900)")
     p = sub.add_parser("colab", help="point the Colab install cells and README links at the students' repository",
                        description="Write the students' published repository and tag into grader/colab.py (with "
@@ -269,8 +278,12 @@ def main(argv=None) -> int:
     p = sub.add_parser("student-edition", help="build the repository students clone: no solutions, no hidden tests",
                        description="Write the student edition (lectures, released exercises, the grader without "
                        "hidden cases or prediction formulas, a student README) into OUT, a new folder.")
-    p.add_argument("out", type=Path)
-    args = parser.parse_args(argv)
+    p.add_argument("out", type=Path, help="a new (or empty) folder for the edition")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = make_parser().parse_args(argv)
     if args.command == "release":
         return release(args.days)
     if args.command == "collect":

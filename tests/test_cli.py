@@ -82,3 +82,14 @@ def test_a_step_before_its_time_says_which_step_comes_first(tmp_path, monkeypatc
     monkeypatch.setattr(batch, "autograde_day", lambda *a, **k: pytest.fail("graded nothing"))
     assert cli.main(argv) == 2
     assert says in capsys.readouterr().err
+
+
+def test_every_subcommand_s_help_describes_every_argument():
+    import argparse
+    (subcommands,) = [a for a in cli.make_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert {"collect", "sanitize", "autograde", "report", "student-edition", "colab"} <= set(subcommands.choices)
+    assert all(choice.help for choice in subcommands._choices_actions)        # the list under course-grader -h
+    for name, parser in subcommands.choices.items():
+        for action in parser._actions:
+            if not isinstance(action, argparse._HelpAction):
+                assert action.help, f"course-grader {name} --help says nothing of {action.dest}"
