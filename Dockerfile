@@ -25,4 +25,6 @@ COPY . .
 RUN chmod -R go-rwx solutions
 
 EXPOSE 8888
+# JupyterLab as students get it (no instructor tools: grader/jupyter_student).
+ENV JUPYTER_CONFIG_PATH=/course/grader/jupyter_student
 CMD ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", "--allow-root", "--notebook-dir=/course"]

@@ -14,10 +14,11 @@ OS_NAME ?= $(shell uname -s)
 USER_ID ?= $(shell id -u)
 LAB_FLAGS := $(if $(filter 0,$(USER_ID)),--allow-root,)
 
-.PHONY: help linux-only install install-test lab test test-fast exercises bench clean
+.PHONY: help linux-only install install-test lab lab-instructor test test-fast exercises bench clean
 
 help:
 	@echo "make lab        install into $(VENV) and open the course in JupyterLab"
+	@echo "make lab-instructor  the same, with nbgrader's instructor tools (formgrader, create assignment)"
 	@echo "make test       install into $(VENV) and run the whole test suite (works without a GPU)"
 	@echo "make exercises  regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make bench      time the reference solutions on this GPU -> docs/benchmarks.md"
@@ -45,7 +46,12 @@ $(VENV)/.installed-test: $(VENV)/.installed
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
+# Students get JupyterLab without nbgrader's instructor tools and lists, and without the news question
+# (grader/jupyter_student); instructors keep them.
 lab: install
+	JUPYTER_CONFIG_PATH=$(abspath grader/jupyter_student) $(BIN)/jupyter lab --notebook-dir=. $(LAB_FLAGS)
+
+lab-instructor: install
 	$(BIN)/jupyter lab --notebook-dir=. $(LAB_FLAGS)
 
 # Unit tests, the nbgrader round trip, and every lecture notebook run top to bottom (nbval).

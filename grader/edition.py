@@ -21,7 +21,7 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "
 EXERCISE_CLASSES = ("KernelExercise", "PredictionExercise")
 HIDDEN_FIELDS = ("hidden_cpu_shapes", "hidden_gpu_shapes")
 # Makefile targets that need what the edition leaves out (solutions/, the test suite).
-INSTRUCTOR_TARGETS = ("test-fast", "exercises", "bench")
+INSTRUCTOR_TARGETS = ("test-fast", "exercises", "bench", "lab-instructor")
 GENERATED = "# Generated for the student edition by `course-grader student-edition`: edit the instructor's copy.\n"
 
 

@@ -5,7 +5,8 @@ with headless Chromium through Playwright:
 1. a lecture notebook runs (Run > Run All Cells), shows its output, and its slider redraws the picture;
 2. the vector add exercise filled with a wrong kernel shows the failing check's teaching message;
 3. the same exercise filled with the reference solution passes its check;
-4. nbgrader's formgrader loads for the instructor and lists the assignments.
+4. a student's JupyterLab (`make lab`) has none of nbgrader's instructor tools and no news question;
+5. nbgrader's formgrader loads for the instructor (`make lab-instructor`) and lists the assignments.
 Each step leaves a screenshot in $GRADER_ARTIFACTS (default: test-artifacts/browser/).
 
 Needs the playwright package and Chromium (Debian's `chromium`); without them the tests skip, unless
@@ -154,9 +155,15 @@ def _stop_tree(proc: subprocess.Popen) -> None:
         child.kill()
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("browser")
+# The view `make lab` gives students: nbgrader's instructor tools, its assignment and course lists and
+# JupyterLab's news question switched off by the course's own Jupyter configuration.
+STUDENT_CONFIG = REPO / "grader" / "jupyter_student"
+
+
+@contextmanager
+def _running_lab(tmp: Path, student: bool):
+    """JupyterLab on loopback, in a temporary copy of the course, as `make lab` (student) or
+    `make lab-instructor` starts it."""
     # The notebook directory: a copy of the course, so that running and saving notebooks, the
     # formgrader's gradebook (grading/) and the handed-in exercises change nothing in the repository.
     root = tmp / "course"
@@ -171,9 +178,10 @@ def lab(tmp_path_factory):
     # user's are neither read nor touched.
     jupyter = tmp / "jupyter"
     settings = jupyter / "lab-settings"
-    # No "get notified about official Jupyter news?" toast over the buttons.
-    _write_json(settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings",
-                {"fetchNews": "false", "checkForUpdates": False})
+    if not student:   # (the student's view has no news question to begin with: a test checks that)
+        # No "get notified about official Jupyter news?" toast over the buttons.
+        _write_json(settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings",
+                    {"fetchNews": "false", "checkForUpdates": False})
     # Render every cell (no virtual scrolling), so that outputs far down a notebook are in the page.
     _write_json(settings / "@jupyterlab/notebook-extension/tracker.jupyterlab-settings",
                 {"windowingMode": "none"})
@@ -182,7 +190,6 @@ def lab(tmp_path_factory):
     (jupyter / "config").mkdir()
     (jupyter / "config" / "nbgrader_config.py").write_text(
         f"c = get_config()\nc.Exchange.root = {str(jupyter / 'exchange')!r}\n")
-
     port, token = _free_port(), secrets.token_hex(16)
     venv_bin = os.path.dirname(sys.executable)
     env = dict(os.environ,
@@ -200,8 +207,11 @@ def lab(tmp_path_factory):
                PATH=os.pathsep.join([venv_bin, os.environ.get("PATH", "")]),
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env.pop("JUPYTER_PATH", None)      # no extra kernelspecs or extensions from elsewhere
+    env.pop("JUPYTER_CONFIG_PATH", None)
+    if student:
+        env["JUPYTER_CONFIG_PATH"] = str(STUDENT_CONFIG)
     env.pop("NBGRADER_DB_URL", None)   # the formgrader's gradebook: a SQLite file in the copy
-    log = tmp / "jupyter-server.log"
+    log = tmp / f"jupyter-server-{'student' if student else 'instructor'}.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.open_browser=False",
@@ -215,7 +225,21 @@ def lab(tmp_path_factory):
     finally:
         _stop_tree(proc)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(log, ARTIFACTS / "jupyter-server.log")  # the token appears there as [secret]
+        shutil.copy(log, ARTIFACTS / log.name)  # the token appears there as [secret]
+
+
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with _running_lab(tmp_path_factory.mktemp("student"), student=True) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def instructor_lab(tmp_path_factory):
+    with _running_lab(tmp_path_factory.mktemp("instructor"), student=False) as running:
+        yield running
 
 
 @pytest.fixture
@@ -371,7 +395,28 @@ def test_reference_solution_passes(page, lab):
     screenshot(page, "4-exercise-passing")
 
 
-def test_formgrader_lists_the_assignments(page, lab):
+def test_a_student_s_lab_has_no_instructor_tools_and_no_news_question(page, lab):
+    assert page.goto(lab.url("formgrader")).status == 404
+    page.goto(lab.url("lab/tree/exercises/day1/vector_add.ipynb") + "&reset")
+    with explained(page, "the student's JupyterLab did not open the exercise"):
+        page.wait_for_function(KERNEL_IDLE, timeout=RUN_ALL_TIMEOUT_MS)
+    config = json.loads(page.locator("#jupyter-config-data").text_content())
+    disabled = config["disabledExtensions"]
+    disabled = set(disabled) if isinstance(disabled, list) else {k for k, v in disabled.items() if v}
+    assert {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+            "@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:course-list",
+            "@jupyter/nbgrader:menu", "@jupyterlab/apputils-extension:announcements"} <= disabled
+    page.wait_for_timeout(3000)   # the news question, where it is asked, comes a moment after the page
+    expect(page.get_by_role("menuitem", name="Nbgrader", exact=True)).to_have_count(0)   # its menu lists those tools
+    expect(page.get_by_role("button", name="Validate")).to_be_visible()   # nbgrader's check before handing in stays
+    text = page.locator("body").inner_text()
+    for absent in ("official Jupyter news", "Error fetching courses", "Formgrader", "Assignment List"):
+        assert absent not in text, absent
+    screenshot(page, "0-student-lab")
+
+
+def test_formgrader_lists_the_assignments(page, instructor_lab):
+    lab = instructor_lab
     page.goto(lab.url("formgrader"))
     with explained(page, "nbgrader's formgrader did not load the course's assignments"):
         expect(page.get_by_role("heading", name="Manage Assignments")).to_be_visible()
