@@ -18,7 +18,6 @@ REPO = Path(__file__).resolve().parent.parent
 KEPT = ("course", "exercises", "grader", "pyproject.toml", "environment.yml", "Dockerfile", "Makefile",
         ".gitignore", ".dockerignore")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
-EXERCISE_CLASSES = ("KernelExercise", "PredictionExercise")
 HIDDEN_FIELDS = ("hidden_cpu_shapes", "hidden_gpu_shapes")
 # Makefile targets that need what the edition leaves out (solutions/, the test suite).
 INSTRUCTOR_TARGETS = ("test-fast", "exercises", "bench", "lab-instructor")
@@ -38,7 +37,7 @@ def build(out: Path, repo: Path = REPO) -> Path:
         elif source.exists():
             shutil.copy2(source, out / name)
     for module in sorted((out / "grader" / "exercises").glob("day*.py")):
-        module.write_text(without_answers(module.read_text(), f"grader.exercises.{module.stem}"))
+        module.write_text(GENERATED + without_answers(module.read_text(), f"grader.exercises.{module.stem}"))
     (out / "Makefile").write_text(student_makefile((repo / "Makefile").read_text()))
     (out / "README.md").write_text(student_readme(repo))
     return out
