@@ -83,7 +83,11 @@ def _execute(nb, runtime, cwd: Path):
     _, kernels, _ = runtime
     km = KernelManager(kernel_name="colab", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
     cwd.mkdir(parents=True, exist_ok=True)
-    NotebookClient(nb, km=km, timeout=900, resources={"metadata": {"path": str(cwd)}}).execute()
+    try:
+        NotebookClient(nb, km=km, timeout=900, resources={"metadata": {"path": str(cwd)}}).execute()
+    finally:   # a client given its kernel manager leaves the kernel running: nothing outlives the test
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
     return nb
 
 
