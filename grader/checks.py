@@ -33,7 +33,7 @@ def _grader_functions() -> dict:
     return {"check": check, "check_speed": check_speed, "run_student": run_student,
             "_check_case": _check_case, "describe_mismatch": describe_mismatch, "watch": watch,
             "timing.compare": timing.compare, "credit": credit, "measure_speed": measure_speed,
-            "every_call_computes": every_call_computes, "check_after_timing": check_after_timing}
+            "student_call": student_call}
 
 
 def _seed(hidden: bool) -> int:
@@ -266,17 +266,8 @@ class SpeedResult:
         return "\n".join(lines)
 
 
-def student_call(spec, fn, args):
-    """What is timed of the student's: the forward call, or for a backward exercise one backward pass."""
-    if not spec.backward:
-        return lambda: fn(*args)
-    y, leaves = _student_graph(spec, fn, args, "the timed shape")
-    dy = torch.randn_like(y)
-    return lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True)
-
-
 def baseline_call(spec, args):
-    """The same for the exercise's PyTorch baseline."""
+    """What is timed of the exercise's PyTorch baseline: the forward call, or one backward pass."""
     if not spec.backward:
         return lambda: spec.baseline(*args)
     base_leaves = [a.detach().clone().requires_grad_() if a.is_floating_point() else a for a in args]
@@ -285,25 +276,44 @@ def baseline_call(spec, args):
     return lambda: torch.autograd.grad(y_base, _differentiable(base_leaves), dy, retain_graph=True)
 
 
-def _timed_calls(spec, fn, args) -> dict:
-    return {"baseline": baseline_call(spec, args), "yours": student_call(spec, fn, args)}
+def student_call(spec, fn, args, shape, dtype, gen, record) -> timing.Fresh:
+    """The student's function as it is timed: the forward call, or for a backward exercise one backward
+    pass, with new input values before every timed run and a few runs' results checked.
 
-
-def every_call_computes(spec, call, args, record):
-    """Wrap a timed call so that each one must do the work again.
-
-    A function could compute once and then hand back what it kept (a cache keyed on the input
-    tensors), and be timed at nothing. Before each call the inputs' version counters are bumped (as an
-    in-place write would, with no GPU work), so a cache that watches them misses; and a call that
-    launches no Triton kernel, or launches on another stream, fails the speed check.
+    A function could compute once and then hand back what it kept (a cache keyed on the input tensors,
+    or on a fingerprint of their values), and be timed at nothing. So before each timed run new values
+    are drawn from `gen` into the same input tensors (the same addresses: placement is the caller's
+    choice), and for a backward exercise a new forward graph and output gradient are made. The runs
+    `timing.compare` picks at random are checked afterwards against the reference on that run's
+    inputs, remade from the generator's saved state: no expected value exists while the student's
+    function runs. Every run must also launch a Triton kernel, on the current stream.
     """
-    tensors = [a for a in args if isinstance(a, torch.Tensor)] if not spec.backward else []
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    device = tensors[0].device
+    state = {}
 
-    def timed():
-        for t in tensors:
-            torch.autograd.graph.increment_version(t)
+    def prepare():
+        state["rng"] = gen.get_state()
+        with torch.no_grad():
+            for a, new in zip(args, spec.make_inputs(shape, dtype, device, gen)):
+                if isinstance(a, torch.Tensor):
+                    a.copy_(new)
+        if spec.backward:
+            leaves = [a.detach().clone().requires_grad_() if a.is_floating_point() else a for a in tensors]
+            with stderr_to_stdout():
+                y = fn(*leaves)
+            dy = torch.randn(tuple(y.shape), generator=gen, device=device).to(dtype)
+            state["graph"] = (y, _differentiable(leaves), dy)
+
+    def call():
         launches, side = record.launches, record.side_streams
-        out = call()
+        if spec.backward:
+            y, leaves, dy = state["graph"]
+            out = torch.autograd.grad(y, leaves, dy, retain_graph=True)
+        else:
+            for t in tensors:  # as an in-place write would: a cache that watches version counters misses
+                torch.autograd.graph.increment_version(t)
+            out = fn(*args)
         if record.launches == launches:
             raise CheckFailed(f"{spec.title}: one of the timed calls of your function launched no Triton "
                               f"kernel. Every call must compute its result: handing back a result kept "
@@ -312,29 +322,24 @@ def every_call_computes(spec, call, args, record):
             raise CheckFailed(f"{spec.title}: a timed call of your function launched work on another CUDA "
                               f"stream, where the timer does not see it. Launch on the current stream.")
         return out
-    return timed
 
+    def verify(out, run):
+        label = f"timed run {run + 1} at shape {shape} (new input values, checked after the run)"
+        remade = torch.Generator(device=device)
+        remade.set_state(state["rng"])
+        inputs = spec.make_inputs(shape, dtype, device, remade)
+        if spec.backward:
+            expected, _ = expected_gradients(spec, inputs, remade, dtype)
+        else:
+            for i, (a, want) in enumerate(zip(args, inputs)):
+                if isinstance(a, torch.Tensor) and not torch.equal(a, want):
+                    raise CheckFailed(f"{spec.title}: your function changed its input argument {i} on {label}. "
+                                      f"Write results to a new output tensor, never into an input.")
+            expected = _as_tuple(spec.reference(*inputs))
+        _compare_outputs(spec, _plain(spec, _as_tuple(out), label), expected, dtype, label)
 
-def check_after_timing(spec, fn, args, shape, dtype, gen):
-    """Write new values into the timed input tensors, call fn once more and check the result.
-
-    A function that kept results by the inputs' addresses, or that behaves differently after many
-    calls, returns something stale or wrong here. It runs without the guard, as the timed calls do.
-    """
-    if spec.backward:
-        return
-    with torch.no_grad():
-        for a, new in zip(args, spec.make_inputs(shape, dtype, args[0].device, gen)):
-            if isinstance(a, torch.Tensor):
-                a.copy_(new)
-    expected = _as_tuple(spec.reference(*args))  # computed first and kept alive: its memory is not free
-    label = "the timed shape, called again after timing with new values in the same input tensors"
-    try:
-        with stderr_to_stdout():
-            got = _as_tuple(fn(*args))
-    except Exception as e:
-        raise CheckFailed(f"{spec.title}: your function raised on {label}: {type(e).__name__}: {e}") from None
-    _compare_outputs(spec, got, expected, dtype, label)
+    prepare()  # the warm-up calls run on these
+    return timing.Fresh(call, prepare, verify)
 
 
 # Where tensors land in GPU memory moves a memory-bound kernel's time by up to about 15% (measured on an
@@ -358,14 +363,12 @@ def measure_speed(key: str, fn) -> SpeedResult:
         for mib in SPACER_MIB[:PLACEMENTS]:
             spacers.append(torch.empty(mib * 2**20 + 4096, dtype=torch.uint8, device="cuda"))
             args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
-            calls = _timed_calls(spec, fn, args)
-            calls["yours"] = every_call_computes(spec, calls["yours"], args, record)
+            calls = {"baseline": baseline_call(spec, args), "yours": student_call(spec, fn, args, spec.speed_shape, dtype, gen, record)}
             with stderr_to_stdout():
                 ms = timing.compare(calls, budget_ms=400 / PLACEMENTS)
             for name in samples:
                 samples[name].append(ms[name])
     del spacers
-    check_after_timing(spec, fn, args, spec.speed_shape, dtype, gen)
     result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), dev.name, spec.timed_baseline_name(),
                          statistics.median(samples["yours"]), statistics.median(samples["baseline"]),
                          spec.target, placements=samples)

@@ -23,7 +23,7 @@ import torch
 
 from . import exercises, timing
 from .checks import (PLACEMENTS, SPACER_MIB, _as_tuple, _plain, _student_grads, _student_graph,
-                     every_call_computes, run_student, student_call, where_it_raised)
+                     run_student, student_call, where_it_raised)
 from .compare import CheckFailed
 from .guard import FOREIGN_GPU_SHARE, foreign_gpu_work, watch
 from .quiet import stderr_to_stdout
@@ -119,8 +119,7 @@ def time_student(fn, key: str, dtype_name: str, seed: int, folder: str, request:
             for mib in SPACER_MIB[:PLACEMENTS]:
                 spacers.append(torch.empty(mib * 2**20 + 4096, dtype=torch.uint8, device="cuda"))
                 args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
-                call = student_call(spec, fn, args)
-                call = every_call_computes(spec, call, args, record)
+                call = student_call(spec, fn, args, spec.speed_shape, dtype, gen, record)
                 with stderr_to_stdout():
                     medians.append(timing.compare({"yours": call}, budget_ms=200 / PLACEMENTS)["yours"])
         # One call more, as the timed ones ran (no watcher), under PyTorch's profiler: the GPU itself
@@ -128,7 +127,7 @@ def time_student(fn, key: str, dtype_name: str, seed: int, folder: str, request:
         # with cuBLAS or PyTorch otherwise, shows those kernels here.
         args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
         with watch(poison=False, ops=False) as record:
-            ran = gpu_kernels(student_call(spec, fn, args))
+            ran = gpu_kernels(student_call(spec, fn, args, spec.speed_shape, dtype, gen, record))
         names, share = foreign_gpu_work(ran, record.kernels)
         if share > FOREIGN_GPU_SHARE:
             raise CheckFailed(f"{spec.title}: run as in the timed calls, your function spent {share:.0%} of its "

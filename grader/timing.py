@@ -4,9 +4,12 @@ Everything here is about *measuring*; deciding what a time is worth lives in `gr
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import random
 import statistics
 import time
+from typing import Callable
 
 import torch
 
@@ -26,17 +29,48 @@ def _flush_buffer() -> torch.Tensor:
 HOST_HEADSTART_CYCLES = 1_000_000
 
 
-def _time_once(fn) -> float:
-    """Milliseconds of one call of fn on the GPU, with the L2 cache flushed first."""
+# How many of a Fresh call's timed runs have their result checked, per `compare`. The runs are chosen at
+# random, out of the function's sight: a function that skipped the work in enough runs to move the
+# median (more than half of them) escapes all of them with a chance of 2^-4 per `compare`, and a speed
+# check makes four (one per input placement).
+VERIFIED_RUNS = 4
+_chooser = random.SystemRandom()  # the operating system's randomness: no seed a notebook could set
+
+
+@dataclasses.dataclass
+class Fresh:
+    """A call to time whose every timed run gets new inputs and may have its result checked.
+
+    `prepare()` writes new values into the inputs before the clock starts; `verify(result, run)` checks
+    what a run returned after the clock stopped. Calling the object itself runs `call` (warm-up and
+    wall-clock runs, on whatever inputs are in place)."""
+    call: Callable[[], object]
+    prepare: Callable[[], None]
+    verify: Callable[[object, int], None]
+
+    def __call__(self):
+        return self.call()
+
+
+def _time_once(fn, run: int = -1, verify: bool = False) -> float:
+    """Milliseconds of one call of fn on the GPU, with the L2 cache flushed first.
+
+    A Fresh call gets new inputs first (outside the timed window), and with `verify` its result is
+    checked once the clock has stopped."""
+    fresh = isinstance(fn, Fresh)
+    if fresh:
+        fn.prepare()
     _flush_buffer().zero_()
     sleep = getattr(torch.cuda, "_sleep", None)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     if sleep is not None:
         sleep(HOST_HEADSTART_CYCLES)
     start.record()
-    fn()
+    result = fn()
     end.record()
     torch.cuda.synchronize()  # the whole device: work fn put on another stream is finished too
+    if fresh and verify:
+        fn.verify(result, run)
     return start.elapsed_time(end)
 
 
@@ -58,7 +92,8 @@ def compare(fns: dict, budget_ms: float = 400.0, min_reps: int = 10, max_reps: i
             include_launch_overhead: bool = False) -> dict:
     """Median milliseconds per call for each named function, measured in one interleaved sweep.
 
-    Warm-up calls come first, so compilation and autotuning are not timed. The runs alternate
+    Warm-up calls come first, so compilation and autotuning are not timed. A `Fresh` function gets new
+    inputs before each timed run, and a few runs chosen at random have their results checked. The runs alternate
     between the functions (forward, then backward order) so that clock and thermal drift hit them
     alike.
 
@@ -70,11 +105,12 @@ def compare(fns: dict, budget_ms: float = 400.0, min_reps: int = 10, max_reps: i
     torch.cuda.synchronize()
     estimate = max(_time_once(fn) for fn in fns.values())
     reps = int(min(max_reps, max(min_reps, budget_ms / max(estimate, 1e-3) / len(fns))))
+    checked = set(_chooser.sample(range(reps), min(VERIFIED_RUNS, reps)))
     samples = {name: [] for name in fns}
     items = list(fns.items())
     for r in range(reps):
         for name, fn in (items if r % 2 == 0 else items[::-1]):
-            samples[name].append(_time_once(fn))
+            samples[name].append(_time_once(fn, r, r in checked))
     result = {}
     for name, fn in items:
         median = statistics.median(samples[name])

@@ -53,8 +53,9 @@ EXPECTED = {
     "d3_torch_matmul": ("day3", 2, 4, "matmul by torch.matmul (epilogue right); only matmul handed in"),
     "d3_cublas_unwatched": ("day3", 5, 7, "matmul honest while the guard watches (its allocations are poisoned), "
                             "torch.matmul in the timed calls: the profiled timed-mode call shows cuBLAS"),
-    "d3_fingerprint": ("day3", 5, 7, "matmul that keeps its result by a fingerprint of the inputs' values and "
-                       "skips the work when it repeats: timed beyond the GPU's peak, not credited"),
+    "d3_skip_half": ("day3", 5, 7, "matmul that does the work on every other call and hands back the last "
+                     "result in between (a token launch, for show): half the median time if unchecked; the "
+                     "timed runs checked at random catch it"),
     "d4_full": ("day4", 7, 12, "everything right"),
     "d4_sdpa": ("day4", 0, 0, "attention by F.scaled_dot_product_attention (the block calls it, so it too)"),
 }
@@ -322,21 +323,21 @@ def matmul(a, b):
     return torch.matmul(a, b)
 '''
             give(student, day, "matmul", nb, i)
-        elif student == "d3_fingerprint":
+        elif student == "d3_skip_half":
             nb = filled(day, "matmul")
             cell(nb, "matmul").source += '''
 
-_kept = {}
+_kept = []
+_calls = [0]
 _triton_matmul = matmul
 
 def matmul(a, b):
-    key = (a.shape, b.shape, tuple(a[0, :8].tolist()), tuple(b[0, :8].tolist()))
-    if key in _kept:
+    _calls[0] += 1
+    if a.shape[0] >= 4096 and _kept and _kept[0].shape == (a.shape[0], b.shape[1]) and _calls[0] % 2 == 0:
         _triton_matmul(a[:16, :16].contiguous(), b[:16, :16].contiguous())   # a launch, for show
-        return _kept[key]
-    _kept.clear()
-    _kept[key] = _triton_matmul(a, b)
-    return _kept[key]
+        return _kept[0]
+    _kept[:] = [_triton_matmul(a, b)]
+    return _kept[0]
 '''
             give(student, day, "matmul", nb, i)
         elif student == "d4_sdpa":

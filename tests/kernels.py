@@ -100,3 +100,37 @@ def add_with_tiny_launch_and_cache(x, y):
     """Launches a token kernel every call, so launches are counted, but returns the kept result."""
     add_kernel[(1,)](x, y, torch.empty(16, dtype=x.dtype, device=x.device), 1, BLOCK=16)
     return add_cached_by_address(x, y)
+
+
+_by_fingerprint = {}
+
+
+def add_cached_by_fingerprint(x, y):
+    """Keeps results by a fingerprint of a few input values and returns them when the values repeat."""
+    key = tuple(x[:8].tolist() + y[:8].tolist())
+    if key not in _by_fingerprint:
+        _by_fingerprint.clear()  # one result kept, as a real cache of large outputs must
+        _by_fingerprint[key] = add(x, y)
+    add_kernel[(1,)](x, y, torch.empty(16, dtype=x.dtype, device=x.device), 1, BLOCK=16)
+    return _by_fingerprint[key]
+
+
+_calls = [0]
+
+
+def add_every_other_call(x, y):
+    """Does the work on every other call only (a token launch otherwise): half the time, if unchecked."""
+    _calls[0] += 1
+    if _calls[0] % 2:
+        return add(x, y)
+    out = torch.empty_like(x)
+    add_kernel[(1,)](x, y, out, 1, BLOCK=16)
+    return out
+
+
+def add_then_zero_inputs(x, y):
+    """Right result, then wipes its inputs: a check that recomputed the reference afterwards would see
+    zeros in and (for a kernel that also returned zeros) zeros out."""
+    out = add(x, y)
+    x.zero_(), y.zero_()
+    return out

@@ -3,9 +3,9 @@ import pytest
 import torch
 
 import grader
-from grader import checks, exercises
+from grader import checks, exercises, notebooks
 from grader.compare import CheckFailed
-from conftest import on_cpu_only
+from conftest import REPO, on_cpu_only
 import kernels
 
 
@@ -180,17 +180,23 @@ def test_a_spec_names_the_baseline_really_timed():
     assert dataclasses.replace(spec, baseline_label=lambda: "MATH").timed_baseline_name() == "MATH"
 
 
-def _timed_loop(fn, calls=3):
-    """What measure_speed does around the GPU timer, without the timer: works on the CPU too."""
-    spec = grader.exercises.get("day1.vector_add")
-    gen = torch.Generator().manual_seed(0)
-    shape, dtype = (3000,), torch.float32
-    args = spec.make_inputs(shape, dtype, grader.device.current().torch_device, gen)
+def _timed_runs(key, fn, shape, dtype=torch.float32, runs=3):
+    """What timing.compare does with the student's call, without the GPU timer: works on the CPU too.
+    Every run gets new inputs and, unlike compare (which picks a few at random), is checked."""
+    spec = grader.exercises.get(key)
+    device = grader.device.current().torch_device
+    gen = torch.Generator(device=device).manual_seed(0)
+    args = spec.make_inputs(shape, dtype, device, gen)
     with grader.guard.watch(poison=False, ops=False) as record:
-        timed = checks.every_call_computes(spec, lambda: fn(*args), args, record)
-        for _ in range(calls):
-            timed()
-    checks.check_after_timing(spec, fn, args, shape, dtype, gen)
+        timed = checks.student_call(spec, fn, args, shape, dtype, gen, record)
+        timed(), timed()  # the warm-up calls
+        for run in range(runs):
+            timed.prepare()
+            timed.verify(timed(), run)
+
+
+def _timed_loop(fn):
+    _timed_runs("day1.vector_add", fn, (3000,))
 
 
 def test_an_honest_function_passes_the_timing_rules():
@@ -208,8 +214,45 @@ def test_a_cache_that_watches_in_place_writes_must_recompute_every_timed_call():
 
 
 def test_a_token_launch_does_not_hide_a_cached_result():
-    with pytest.raises(grader.CheckFailed, match="called again after timing"):
+    with pytest.raises(grader.CheckFailed, match="timed run 1 .*new input values"):
         _timed_loop(kernels.add_with_tiny_launch_and_cache)
+
+
+def test_a_cache_keyed_on_a_fingerprint_of_the_values_never_hits_when_timed():
+    # Every timed run has new values, so a fingerprint cache recomputes (and is right) every time.
+    _timed_loop(kernels.add_cached_by_fingerprint)
+
+
+def test_a_function_that_skips_work_on_some_timed_runs_is_caught_on_the_checked_ones():
+    with pytest.raises(grader.CheckFailed, match="elements differ|never written"):
+        _timed_loop(kernels.add_every_other_call)
+
+
+def test_a_timed_run_that_overwrites_its_inputs_is_caught():
+    with pytest.raises(grader.CheckFailed, match="changed its input argument 0 on timed run"):
+        _timed_loop(kernels.add_then_zero_inputs)
+
+
+def test_a_backward_is_timed_on_a_new_graph_and_output_gradient_each_run():
+    path = REPO / "solutions" / "day2" / "rmsnorm.ipynb"
+    name = next(fn for kind, k, fn in notebooks.graded_calls(path) if k == "day2.rmsnorm_backward")
+    namespace = notebooks.run_code_cells(path)
+    _timed_runs("day2.rmsnorm_backward", namespace[name], (5, 96), runs=2)
+
+    honest = namespace["RMSNormFunction"]
+
+    class KeptGradients(honest):
+        """Computes every time, but hands back the gradients of its first backward."""
+        kept = []
+
+        @staticmethod
+        def backward(ctx, dy):
+            grads = honest.backward(ctx, dy)
+            KeptGradients.kept = KeptGradients.kept or [grads]
+            return KeptGradients.kept[0]
+
+    with pytest.raises(grader.CheckFailed, match="timed run 1"):
+        _timed_runs("day2.rmsnorm_backward", KeptGradients.apply, (5, 96), runs=2)
 
 
 def test_predictions_are_measured_on_a_fresh_size_at_grading(monkeypatch):
