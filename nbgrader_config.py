@@ -28,8 +28,8 @@ c.ExecutePreprocessor.timeout = 900
 c.Execute.interrupt_on_timeout = False
 
 # nbgrader's executor can stall on a cell that writes into an ipywidgets.Output (an `interact` or a plot
-# a student left in an answer): the course's subclass does not (grader/headless.py explains why).
-from grader.headless import Execute as HeadlessExecute  # noqa: E402
+# a student left in an answer): the course's subclass does not (grader/checker/headless.py explains why).
+from grader.checker.headless import Execute as HeadlessExecute  # noqa: E402
 from nbgrader.converters.autograde import Autograde  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [HeadlessExecute if pp.__name__ == "Execute" else pp

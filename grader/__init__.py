@@ -8,20 +8,23 @@ Notebooks use it as:
     grader.check_speed("day1.vector_add", add)  # speed vs PyTorch on the GPU (returns the points)
 
 The names below are imported on first use, so that a process which needs one submodule (nbgrader
-loading grader.headless from its config, the instructor's command line) does not pay for torch.
+loading grader.checker.headless from its config, the instructor's command line) does not pay for torch.
 """
 import importlib
 import os
 
 # Read when a notebook imports the grader, before any student cell runs, so that a cell that removes
-# NBGRADER_EXECUTION from the environment does not turn grading off (grader.checks.grading).
+# NBGRADER_EXECUTION from the environment does not turn grading off (grader.student.checks.grading).
 _GRADING_AT_IMPORT = os.environ.get("NBGRADER_EXECUTION") == "autograde"
+
+# The grader's own code, all of its subpackages: frames and functions from here are the grader's.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 _PUBLIC = {
     "setup": "device", "current": "device", "Device": "device",
-    "check": "checks", "check_speed": "checks", "check_prediction": "checks",
-    "check_prediction_on_gpu": "checks", "report_speed": "checks", "credit": "checks",
-    "grading": "checks", "GPURequired": "checks",
+    "check": "student.checks", "check_speed": "student.checks", "check_prediction": "student.checks",
+    "check_prediction_on_gpu": "student.checks", "report_speed": "student.checks", "credit": "student.checks",
+    "grading": "student.checks", "GPURequired": "student.checks",
     "CheckFailed": "compare", "bench": "timing",
 }
 __all__ = list(_PUBLIC)

@@ -179,7 +179,7 @@ def _switch_on_interpreter() -> None:
         triton.knobs.runtime.interpret = True
     except (ImportError, AttributeError):
         pass
-    from .interpreter_driver import install
+    from grader.student.interpreter_driver import install
     install()    # Triton's driver queries (tutorials, autotune, do_bench) answered on the CPU
 
 
@@ -204,7 +204,7 @@ def detect(force_cpu: bool = False) -> Device:
     _current = probe(force_cpu)
     # PyTorch's operators as they are before any student cell runs (the set-up cell comes first): a
     # notebook that later replaces one (torch.library on the aten namespace) is caught by the guard.
-    from .guard import remember_operators
+    from grader.student.guard import remember_operators
     remember_operators()
     return _current
 
@@ -213,7 +213,7 @@ def setup(force_cpu: bool = False, quiet: bool = False) -> Device:
     """Call first in every notebook: picks the device, switches on the interpreter if needed, reports."""
     dev = detect(force_cpu)
     if not quiet:
-        from .versions import upgrades
+        from grader.versions import upgrades
         for line in [dev.describe()] + upgrades(interpreter=not dev.is_gpu):
             print(line)
     return dev

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from grader import batch, submissions
+from grader.pipeline import batch, submissions
 from adversarial_class import EXPECTED, NOTEBOOKS, hand_in
 from conftest import DEVICE, nbgrader
 

@@ -11,7 +11,7 @@ import shutil
 import nbformat
 import pytest
 
-from grader import batch, submissions
+from grader.pipeline import batch, submissions
 from classroom import filled as _filled
 from conftest import DEVICE, REPO, nbgrader
 

@@ -13,7 +13,8 @@ import torch
 import classroom
 from adversarial_class import cell, filled, insert_before
 from conftest import DEVICE, nbgrader
-from grader import batch, serve, submissions
+from grader.pipeline import batch, submissions
+from grader.student import serve
 from grader.checker.cells import GradedCall, graded_calls
 from grader.checker.exchange import Exchange, ExchangeError
 
@@ -420,7 +421,7 @@ def test_a_verdict_is_written_as_nbgrader_scores_it_whatever_the_kernel_would_pr
     # for a pass: the checker writes the cell's outputs itself.
     from nbgrader.utils import determine_grade
     from grader.checker.verdicts import Outcome
-    from grader.headless import _outputs_of
+    from grader.checker.headless import _outputs_of
 
     def graded(outcome):
         c = nbformat.v4.new_code_cell("grader.check_speed(...)", metadata={"nbgrader": {
@@ -439,7 +440,7 @@ def test_the_speed_verdict_credits_a_time_and_refuses_an_impossible_one(monkeypa
     # float32 elements, so 0.27 ms is 2982 GB/s (as torch.add on an H100) and 0.1 ms would be 8053 GB/s.
     import asyncio
     from grader.checker import verdicts
-    from grader.checks import CheckFailed as Failed
+    from grader.student.checks import CheckFailed as Failed
     from grader.device import Device
 
     class Exchange:

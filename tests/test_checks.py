@@ -3,7 +3,9 @@ import pytest
 import torch
 
 import grader
-from grader import checks, exercises, notebooks
+from grader.student import checks
+from grader import exercises
+from grader.pipeline import notebooks
 from grader.compare import CheckFailed
 from conftest import REPO, on_cpu_only
 import kernels
@@ -147,7 +149,7 @@ def test_unknown_exercise_names_the_known_ones():
 
 
 def test_speed_report_names_baseline_ratio_placements_and_ceilings():
-    from grader.checks import SpeedResult
+    from grader.student.checks import SpeedResult
     r = SpeedResult("tiled matmul", (8192, 8192, 8192), "float16", "NVIDIA H200", "torch.matmul (cuBLAS)",
                     yours_ms=2.0, baseline_ms=1.8, target=0.85, tflops=550.0, peak_tflops=989.4,
                     placements={"yours": [2.0, 2.1], "baseline": [1.8, 1.8]})
@@ -187,7 +189,7 @@ def _timed_runs(key, fn, shape, dtype=torch.float32, runs=3):
     device = grader.device.current().torch_device
     gen = torch.Generator(device=device).manual_seed(0)
     args = spec.make_inputs(shape, dtype, device, gen)
-    with grader.guard.watch(poison=False, ops=False) as record:
+    with grader.student.guard.watch(poison=False, ops=False) as record:
         timed = checks.student_call(spec, fn, args, shape, dtype, gen, record)
         timed(), timed()  # the warm-up calls
         for run in range(runs):
@@ -271,4 +273,4 @@ def test_an_error_in_the_student_s_code_shows_their_line_not_the_grading_machine
         grader.check("day1.vector_add", broken)
     message = str(failed.value)
     assert "return x.reshape(3, 7)" in message and "RuntimeError" in message
-    assert "site-packages" not in message and "grader/checks.py" not in message
+    assert "site-packages" not in message and "grader/student/checks.py" not in message

@@ -3,8 +3,8 @@ import csv
 
 import nbformat
 
-from grader.checks import SpeedResult
-from grader.class_report import parse_speed_reports, speed_figure, speed_table, write_report
+from grader.student.checks import SpeedResult
+from grader.pipeline.class_report import parse_speed_reports, speed_figure, speed_table, write_report
 
 
 def _report(ratio_ms, tflops=False):

@@ -3,7 +3,7 @@ import csv
 
 import pytest
 
-from grader import cli
+from grader.pipeline import cli
 
 
 @pytest.mark.parametrize("argv", [["release", "day9"], ["collect", ".", "--day", "day9"], ["sanitize", "day9"],
@@ -37,7 +37,7 @@ def test_a_day_s_grades_file_keeps_that_day_s_rows(tmp_path):
 def _machine(monkeypatch, smi_rows, torch_says):
     """nvidia-smi's rows, and what torch in a fresh process says of CUDA, as a machine would give them."""
     import subprocess
-    from grader import batch
+    from grader.pipeline import batch
     monkeypatch.setattr(batch, "_nvidia_smi", lambda *query: smi_rows)
     monkeypatch.setattr(batch.subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=torch_says, stderr=""))
@@ -51,7 +51,7 @@ def test_a_gpu_that_torch_cannot_use_stops_autograde_with_the_reason(monkeypatch
     assert cli.main(["autograde", "day1"]) == 2
     err = capsys.readouterr().err
     assert "NVIDIA A100-SXM4-80GB (driver 535.104.05)" in err and "CUDA 13.0" in err and "driver" in err
-    from grader import doctor
+    from grader.pipeline import doctor
     finding = next(f for f in doctor.check(cli.REPO) if "nvidia-smi sees" in f.what)
     assert not finding.ok
 
@@ -75,7 +75,7 @@ def test_collect_refuses_an_id_map_it_cannot_read(tmp_path, capsys):
     (["autograde", "day1"], "run course-grader collect SOURCE --day day1 first"),
     (["report", "day1"], "run course-grader autograde day1 first")])
 def test_a_step_before_its_time_says_which_step_comes_first(tmp_path, monkeypatch, capsys, argv, says):
-    from grader import batch
+    from grader.pipeline import batch
     monkeypatch.setattr(cli, "REPO", tmp_path)                  # a course where nothing was collected yet
     monkeypatch.setattr(cli, "days", lambda: ["day1"])
     monkeypatch.setattr(batch, "unusable_gpu", lambda: None)

@@ -4,14 +4,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import code_rules
-from grader.submissions import sanitize_notebook
+from grader.pipeline import code_rules
+from grader.pipeline.submissions import sanitize_notebook
 from conftest import REPO
 
 CHEATS = {
     "grader.check = lambda *a, **k: None": "assigns grader.check",
-    "import grader\ngrader.checks.measure_speed = fake": "assigns grader.checks.measure_speed",
-    "from grader import checks\nchecks.credit = lambda r, t: 1.0": "assigns checks.credit",
+    "import grader\ngrader.student.checks.measure_speed = fake": "assigns grader.student.checks.measure_speed",
+    "from grader.student import checks\nchecks.credit = lambda r, t: 1.0": "assigns checks.credit",
     "torch.cuda.Event = MyEvent": "assigns torch.cuda.Event",
     "import time\ntime.perf_counter = lambda: 0.0": "assigns time.perf_counter",
     "del torch.allclose": "deletes torch.allclose",
@@ -31,11 +31,11 @@ CHEATS = {
     "ip = get_ipython()": "uses get_ipython",
     "for grader in range(3): pass": "rebinds the name grader",
     # Red-team findings (tests/test_redteam.py runs them against the grader):
-    "checks = grader.checks\nchecks._compare_outputs = fake": "which is not part of the grader's public functions",
+    "checks = grader.student.checks\nchecks._compare_outputs = fake": "which is not part of the grader's public functions",
     "def patch(m):\n    m.check = fake\npatch(grader)": "assigns m.check",
     "grader.compare.TOLERANCES[torch.float32] = (1.0, 1.0)": "assigns grader.compare.TOLERANCES",
     "from grader import exercises": "imports exercises from grader",
-    "import grader.guard": "imports a module of the grader",
+    "import grader.student.guard": "imports a module of the grader",
     "importlib.import_module('builtins')": "uses importlib",
     "getattr(grader.check, '__glo' + 'bals__')": "uses getattr",
     "s = os.sys\ns.modules['x']": "uses os.sys",
@@ -185,7 +185,7 @@ def test_every_exercise_states_the_rules_in_its_introduction():
 
 
 def test_the_release_restates_an_outdated_grading_note(tmp_path):
-    from grader.notebooks import state_grading_note
+    from grader.pipeline.notebooks import state_grading_note
     path = tmp_path / "vector_add.ipynb"
     nb = nbformat.read(REPO / "solutions" / "day1" / "vector_add.ipynb", as_version=4)
     intro = nb.cells[0].source

@@ -155,7 +155,8 @@ def test_what_the_notebooks_import_reads_no_file_of_the_repository():
     # Colab gets the package from pip, not the repository: the modules a notebook imports (grader and
     # its lecture helpers) must not reach for the course's other files (notebooks, docs).
     # (grader imports its public names on first use: ask for every one, as the notebooks do)
-    code = ("import sys, grader, grader.lecture, grader.lecture_day2, grader.lecture_day3, grader.lecture_day4; "
+    code = ("import sys, grader, grader.lectures.day1, grader.lectures.day2, grader.lectures.day3, "
+            "grader.lectures.day4; "
             "[getattr(grader, name) for name in grader.__all__]; "
             "print('\\n'.join(m.__file__ for n, m in sys.modules.items() if n.split('.')[0] == 'grader'))")
     files = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
@@ -167,7 +168,7 @@ def test_what_the_notebooks_import_reads_no_file_of_the_repository():
 
 
 def test_the_command_writes_the_settings_rewrites_then_regenerates_the_exercises(monkeypatch, capsys):
-    from grader import cli
+    from grader.pipeline import cli
     done = []
     monkeypatch.setattr(colab, "configure", lambda repo, ref: done.append(("configure", repo, ref)))
     monkeypatch.setattr(colab, "rewrite", lambda root: done.append(("rewrite", root)) or [])

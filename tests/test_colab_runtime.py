@@ -20,7 +20,8 @@ import pytest
 
 import classroom
 from conftest import REPO, nbgrader
-from grader import batch, colab, edition, submissions
+from grader import colab
+from grader.pipeline import batch, edition, submissions
 
 # What Colab's runtime has that the notebooks use (its ipywidgets is 7.x), and nothing of the course.
 COLAB_PACKAGES = ["torch==2.13.0", "triton", "numpy", "matplotlib", "ipywidgets==7.7.1", "ipykernel"]

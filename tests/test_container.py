@@ -37,7 +37,8 @@ def test_local_state_and_students_work_stay_out_of_the_image(path):
     assert _left_out(path, _patterns()), path
 
 
-@pytest.mark.parametrize("path", ["grader/guard.py", "grader/checker/verdicts.py", "solutions/day1/vector_add.ipynb",
+@pytest.mark.parametrize("path", ["grader/student/guard.py", "grader/checker/verdicts.py",
+                                  "solutions/day1/vector_add.ipynb",
                                   "exercises/day4/flash_attention.ipynb", "course/day1/01_what_is_a_kernel.ipynb",
                                   "pyproject.toml", "README.md", "nbgrader_config.py", "tests/test_guard.py"])
 def test_what_the_image_needs_goes_in(path):

@@ -9,7 +9,8 @@ import nbformat
 import pytest
 
 from conftest import DEVICE
-from grader import benchmark_report, checks, course_run
+from grader.pipeline import benchmark_report, course_run
+from grader.student import checks
 
 DAY2_FULL = 17.0
 

@@ -2,7 +2,7 @@
 import os
 import sys
 
-from grader import doctor
+from grader.pipeline import doctor
 from conftest import DEVICE, REPO, on_cpu_only
 
 
@@ -36,7 +36,7 @@ def test_outside_a_container_it_warns(monkeypatch):
 
 
 def test_it_says_whether_student_kernels_are_sandboxed():
-    from grader import sandbox
+    from grader.pipeline import sandbox
     finding = _by_prefix(doctor.check(REPO), "student kernels")
     why_not = sandbox.unavailable()
     assert (why_not is None and "a user of its own" in finding.what) or (why_not and why_not in finding.what)

@@ -19,7 +19,7 @@ import pytest
 
 from classroom import CPU_POINTS, DAY, exported, filled, submit, untouched
 from conftest import DEVICE, nbgrader
-from grader import batch
+from grader.pipeline import batch
 
 pytestmark = pytest.mark.skipif(DEVICE.is_gpu, reason="expected scores are those without a GPU")
 

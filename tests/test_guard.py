@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from grader.compare import is_poison
-from grader.guard import watch
+from grader.student.guard import watch
 from conftest import DEVICE
 import kernels
 
@@ -91,7 +91,7 @@ def test_flags_launches_on_a_side_stream():
 
 
 def test_a_few_values_read_out_are_honest_an_element_by_element_answer_is_not():
-    from grader.guard import HOST_ELEMENTS
+    from grader.student.guard import HOST_ELEMENTS
     x = torch.arange(100.0)
     big = torch.zeros(10**6)
     with watch() as record:
@@ -176,7 +176,7 @@ def test_custom_operators_are_looked_into():
 def test_gpu_work_outside_the_students_triton_kernels_is_measured_by_name_and_time():
     # What the profiler reports is (kernel name, µs) in order; the guard counts the Triton launches by name.
     from collections import Counter
-    from grader.guard import FOREIGN_GPU_SHARE, foreign_gpu_work
+    from grader.student.guard import FOREIGN_GPU_SHARE, foreign_gpu_work
     launched = Counter(matmul_kernel=1)
     fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
     assert foreign_gpu_work([(fill, 3.0), ("matmul_kernel", 900.0)], launched) == ([], 0.0)
@@ -195,7 +195,7 @@ def test_gpu_work_outside_the_students_triton_kernels_is_measured_by_name_and_ti
 def test_an_autotuners_candidates_are_compiled_once_for_each_new_key():
     # What the guard compiles ahead of Triton's benchmark is keyed as the autotuner keys its results.
     from types import SimpleNamespace
-    from grader.guard import _new_key
+    from grader.student.guard import _new_key
     tuner = SimpleNamespace(arg_names=["x_ptr", "n", "BLOCK"], keys=["n"], cache={})
     x = torch.empty(4, dtype=torch.float16)
     assert _new_key(tuner, (x, 4096), {"grid": (1,), "warmup": False}) == (4096, "torch.float16")

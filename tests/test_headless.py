@@ -1,4 +1,4 @@
-"""Notebooks with widgets run unattended in their normal time (grader/headless.py, grader/drawing.py).
+"""Notebooks with widgets run unattended in their normal time (grader/checker/headless.py, grader/lectures/drawing.py).
 
 The stress test executes every widget-bearing cell of the lectures, and the widgets a student might
 leave in an answer (`interact`, an `Output` redrawn with `clear_output(wait=True)`), many times over in
@@ -26,7 +26,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 from nbgrader.preprocessors import execute as nbgrader_execute
 
 from conftest import REPO, nbgrader
-from grader import headless, lecture, lecture_day2, lecture_day3, lecture_day4
+from grader.checker import headless
+from grader.lectures import day1, day2, day3, day4
 
 # Runs per cell: the widgets students leave in answers (cheap, and the kind that stalled), and the
 # lectures' widgets (about a second each on busy cores; STRESS_LECTURE_REPEATS=50 for a long run).
@@ -60,8 +61,8 @@ STUDENT_CELLS = [
     "    plt.close(fig)\n"
     "    print('redrawn')",
 ]
-WIDGET_FACTORIES = [lecture.tiling_widget, lecture.roofline_widget, lecture_day2.online_softmax_widget,
-                    lecture_day3.program_order_widget, lecture_day4.tile_sweep_widget]
+WIDGET_FACTORIES = [day1.tiling_widget, day1.roofline_widget, day2.online_softmax_widget,
+                    day3.program_order_widget, day4.tile_sweep_widget]
 
 
 def lecture_widget_cells() -> list[tuple[str, str]]:
@@ -69,9 +70,9 @@ def lecture_widget_cells() -> list[tuple[str, str]]:
     found = []
     for path in sorted(REPO.glob("course/day*/*.ipynb")):
         cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
-        imports = "\n".join(ast.unparse(node) for source in cells if "from grader.lecture" in source
+        imports = "\n".join(ast.unparse(node) for source in cells if "from grader.lectures" in source
                             for node in ast.parse(source).body
-                            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grader.lecture"))
+                            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grader.lectures"))
         found += [(imports, source) for source in cells
                   if "_widget(" in source or "ipywidgets" in source or "interact(" in source]
     return found
@@ -217,7 +218,7 @@ ANSWER_WIDGETS = {
 def test_autograde_of_answers_with_widgets_scores_and_times_as_without(course_copy):
     """Through the instructor's pipeline (sanitize, autograde in its own process): same score, same time."""
     from classroom import exported, filled, submit
-    from grader import batch, submissions
+    from grader.pipeline import batch, submissions
 
     day = "day1"
     nbgrader(course_copy, "generate_assignment", day, "--force")

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import grader
-from grader.integrity import TamperingDetected
+from grader.student.integrity import TamperingDetected
 import kernels
 
 
@@ -35,7 +35,7 @@ def test_replaced_event_class_is_detected(monkeypatch):
 
 
 def test_replaced_checker_function_is_detected(monkeypatch):
-    from grader import checks
+    from grader.student import checks
     monkeypatch.setattr(checks, "run_student", lambda *a, **k: None)
     with pytest.raises(TamperingDetected, match="run_student"):
         checks.check("day1.vector_add", kernels.add)

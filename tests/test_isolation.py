@@ -55,7 +55,7 @@ def test_autograde_works_with_the_course_read_only_and_no_network(course_copy, t
         raise AssertionError(probe.stdout + probe.stderr)
 
     proc = _confined(course_copy, grading,
-                     "from pathlib import Path; from grader import batch; "
+                     "from pathlib import Path; from grader.pipeline import batch; "
                      "runs = batch.autograde_day(Path('.'), 'day1', timeout_s=600, log=print); "
                      "print('STATUS', [r.status for r in runs])")
     assert proc.returncode == 0 and "STATUS" in proc.stdout, proc.stdout + proc.stderr

@@ -1,4 +1,4 @@
-"""Unit tests for grader/lecture_day2.py: reduction tiling, the online softmax and its widget."""
+"""Unit tests for grader/lectures/day2.py: reduction tiling, the online softmax and its widget."""
 import math
 
 import matplotlib
@@ -11,7 +11,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from grader import lecture_day2 as L  # noqa: E402
+from grader.lectures import day2 as L  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Unit tests for grader/lecture_day3.py: the tile walk, program order, panel counts, the widget."""
+"""Unit tests for grader/lectures/day3.py: the tile walk, program order, panel counts, the widget."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -7,7 +7,7 @@ import ipywidgets  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from grader import lecture_day3 as L  # noqa: E402
+from grader.lectures import day3 as L  # noqa: E402
 
 GRIDS = [(1, 1), (1, 7), (7, 1), (4, 4), (5, 3), (12, 12), (13, 9), (64, 64)]
 

@@ -1,4 +1,4 @@
-"""Unit tests for grader/lecture_day4.py: the tile schedule, the blockwise forward and its widget."""
+"""Unit tests for grader/lectures/day4.py: the tile schedule, the blockwise forward and its widget."""
 import math
 
 import matplotlib
@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from grader import lecture_day4 as L  # noqa: E402
+from grader.lectures import day4 as L  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Unit tests for grader/lecture.py: the tiling drawing, the roofline model and their widgets."""
+"""Unit tests for grader/lectures/day1.py: the tiling drawing, the roofline model and their widgets."""
 import math
 
 import matplotlib
@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from grader import lecture  # noqa: E402
+from grader.lectures import day1  # noqa: E402
 
 CASES = [(1, 4), (100, 16), (128, 32), (129, 32), (256, 4), (37, 64), (1000, 128)]
 
@@ -25,7 +25,7 @@ def _close_figures():
 
 @pytest.mark.parametrize("n, block", CASES)
 def test_tiling_counts(n, block):
-    t = lecture.tiling(n, block)
+    t = day1.tiling(n, block)
     assert t["n_programs"] == math.ceil(n / block)
     assert t["total_lanes"] == t["n_programs"] * block
     assert t["masked_lanes"] == t["n_programs"] * block - n
@@ -36,7 +36,7 @@ def test_tiling_counts(n, block):
 
 @pytest.mark.parametrize("n, block", CASES)
 def test_tiling_covers_every_element_once(n, block):
-    t = lecture.tiling(n, block)
+    t = day1.tiling(n, block)
     assert t["offsets"].shape == (t["n_programs"], block)
     assert (t["offsets"][:, 0] == np.arange(t["n_programs"]) * block).all()   # pid * BLOCK_SIZE
     live = np.sort(t["offsets"][t["mask"]])
@@ -46,15 +46,15 @@ def test_tiling_covers_every_element_once(n, block):
 
 def test_tiling_rejects_empty_sizes():
     with pytest.raises(ValueError):
-        lecture.tiling(0, 16)
+        day1.tiling(0, 16)
     with pytest.raises(ValueError):
-        lecture.tiling(10, 0)
+        day1.tiling(10, 0)
 
 
 @pytest.mark.parametrize("n, block", [(100, 16), (37, 64), (256, 4)])
 def test_draw_program_tiling(n, block):
-    fig, ax = lecture.draw_program_tiling(n, block)
-    t = lecture.tiling(n, block)
+    fig, ax = day1.draw_program_tiling(n, block)
+    t = day1.tiling(n, block)
     cells = [p for p in ax.patches if isinstance(p, matplotlib.patches.Rectangle)]
     assert len(cells) == t["total_lanes"]
     assert sum(1 for p in cells if p.get_hatch()) == t["masked_lanes"]
@@ -65,13 +65,13 @@ def test_draw_program_tiling(n, block):
 
 def test_draw_program_tiling_into_given_axes():
     fig, ax = plt.subplots()
-    fig2, ax2 = lecture.draw_program_tiling(10, 4, ax=ax)
+    fig2, ax2 = day1.draw_program_tiling(10, 4, ax=ax)
     assert ax2 is ax and fig2 is fig
     assert ax.get_xlim() == (0, 4) and ax.get_ylim() == (3, 0)   # 3 programs, program 0 on top
 
 
 def test_tiling_widget_redraws_on_change():
-    box = lecture.tiling_widget(n_elements=100, block_size=16)
+    box = day1.tiling_widget(n_elements=100, block_size=16)
     assert isinstance(box, ipywidgets.VBox)
     assert isinstance(box.n_slider, ipywidgets.IntSlider)
     assert box.redraws == 1
@@ -86,14 +86,14 @@ def test_tiling_widget_redraws_on_change():
 
 def test_roofline_time_memory_bound():
     # 1 GB at 1 TB/s = 1 ms; 1 GFLOP at 1000 TFLOP/s = 1 us: memory wins.
-    t = lecture.roofline_time(flops=1e9, nbytes=1e9, peak_flops=1e15, bandwidth=1e12)
+    t = day1.roofline_time(flops=1e9, nbytes=1e9, peak_flops=1e15, bandwidth=1e12)
     assert t == pytest.approx(1e-3)
 
 
 def test_roofline_time_compute_bound():
     n = 8192  # square bf16 matmul: 2 n^3 FLOPs, 3 n^2 two-byte elements
     flops, nbytes = 2 * n**3, 3 * n * n * 2
-    t = lecture.roofline_time(flops, nbytes, peak_flops=989e12, bandwidth=3.35e12)
+    t = day1.roofline_time(flops, nbytes, peak_flops=989e12, bandwidth=3.35e12)
     assert t == pytest.approx(flops / 989e12)
     assert t > nbytes / 3.35e12
 
@@ -101,35 +101,35 @@ def test_roofline_time_compute_bound():
 @pytest.mark.parametrize("flops, nbytes", [(0, 1e6), (1e6, 0), (3e9, 2e7), (5e12, 4e9)])
 def test_roofline_time_is_max_of_bounds(flops, nbytes):
     peak, bw = 989e12, 3.35e12
-    assert lecture.roofline_time(flops, nbytes, peak, bw) == max(flops / peak, nbytes / bw)
+    assert day1.roofline_time(flops, nbytes, peak, bw) == max(flops / peak, nbytes / bw)
 
 
 def test_roofline_time_rejects_nonpositive_machine():
     with pytest.raises(ValueError):
-        lecture.roofline_time(1, 1, 0, 1)
+        day1.roofline_time(1, 1, 0, 1)
 
 
 def test_ridge_point():
-    assert lecture.ridge_point(989e12, 3.35e12) == pytest.approx(989 / 3.35)
-    assert lecture.ridge_point(989, 3.35) == pytest.approx(295.2, abs=0.1)
+    assert day1.ridge_point(989e12, 3.35e12) == pytest.approx(989 / 3.35)
+    assert day1.ridge_point(989, 3.35) == pytest.approx(295.2, abs=0.1)
     # At the ridge point the two bounds are equal.
-    ridge, nbytes = lecture.ridge_point(989e12, 3.35e12), 1e9
+    ridge, nbytes = day1.ridge_point(989e12, 3.35e12), 1e9
     assert ridge * nbytes / 989e12 == pytest.approx(nbytes / 3.35e12)
 
 
 def test_attainable_and_bound_by():
-    ridge = lecture.ridge_point(989, 3.35)
-    assert lecture.attainable_tflops(1 / 12, 989, 3.35) == pytest.approx(3.35 / 12)
-    assert lecture.attainable_tflops(10 * ridge, 989, 3.35) == pytest.approx(989)
-    arr = lecture.attainable_tflops(np.array([1.0, ridge, 1e4]), 989, 3.35)
+    ridge = day1.ridge_point(989, 3.35)
+    assert day1.attainable_tflops(1 / 12, 989, 3.35) == pytest.approx(3.35 / 12)
+    assert day1.attainable_tflops(10 * ridge, 989, 3.35) == pytest.approx(989)
+    arr = day1.attainable_tflops(np.array([1.0, ridge, 1e4]), 989, 3.35)
     np.testing.assert_allclose(arr, [3.35, 989, 989])
-    assert lecture.bound_by(1 / 12, 989, 3.35) == "memory"
-    assert lecture.bound_by(8192 / 3, 989, 3.35) == "compute"
+    assert day1.bound_by(1 / 12, 989, 3.35) == "memory"
+    assert day1.bound_by(8192 / 3, 989, 3.35) == "compute"
 
 
 def test_plot_roofline():
     ops = [("vector add", 1 / 12), ("matmul", 8192 / 3, 730.0)]
-    fig, ax = lecture.plot_roofline(3.35, 989, ops=ops, extra_roofs={"FP32": 67})
+    fig, ax = day1.plot_roofline(3.35, 989, ops=ops, extra_roofs={"FP32": 67})
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     assert "FLOP / byte" in ax.get_xlabel() and "TFLOP/s" in ax.get_ylabel()
     roof = ax.get_lines()[0]
@@ -142,7 +142,7 @@ def test_plot_roofline():
 
 
 def test_roofline_widget_redraws_on_change():
-    box = lecture.roofline_widget()
+    box = day1.roofline_widget()
     assert isinstance(box, ipywidgets.VBox)
     assert box.redraws == 1
     assert "memory-bound" in box.summary.value                # default: vector add's 1/12

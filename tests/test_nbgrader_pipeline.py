@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from conftest import DEVICE, REPO, nbgrader
-from grader.course_run import points_without_gpu
+from grader.pipeline.course_run import points_without_gpu
 
 DAYS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
 # GRADER_DAYS=day2,day4 limits the round trip to some days (to fit a short GPU lease).

@@ -23,7 +23,7 @@ import pytest
 
 from classroom import CPU_POINTS, DAY, copy_course, exported, filled, spinning, submit
 from conftest import DEVICE, nbgrader
-from grader import batch, cli
+from grader.pipeline import batch, cli
 
 pytestmark = pytest.mark.skipif(DEVICE.is_gpu, reason="expected scores are those without a GPU")
 

@@ -30,7 +30,7 @@ import grader
 import classroom
 from adversarial_class import cell, filled, insert_before
 from conftest import DEVICE, REPO, nbgrader
-from grader import batch, code_rules, sandbox, submissions
+from grader.pipeline import batch, code_rules, sandbox, submissions
 from grader.compare import CheckFailed
 
 xfail = pytest.mark.xfail
@@ -416,16 +416,16 @@ WRONG_KERNEL_CHEATS = [
     pytest.param('%timeit -n1 -r1 exec("grader.check = lambda *a, **k: None")', id="timeit-options"),
     pytest.param('%%timeit -n1 -r1 exec("grader.check = lambda *a, **k: None")\npass', id="cell-timeit-setup"),
     pytest.param('time exec("grader.check = lambda *a, **k: None")', id="automagic"),
-    pytest.param('checks = grader.checks\nchecks._compare_outputs = lambda *a, **k: None', id="alias-store"),
-    pytest.param('def patch(m):\n    m._compare_outputs = lambda *a, **k: None\npatch(grader.checks)', id="param-store"),
+    pytest.param('checks = grader.student.checks\nchecks._compare_outputs = lambda *a, **k: None', id="alias-store"),
+    pytest.param('def patch(m):\n    m._compare_outputs = lambda *a, **k: None\npatch(grader.student.checks)', id="param-store"),
     pytest.param('grader.compare.TOLERANCES[torch.float32] = (float("inf"), 0.0)', id="subscript-store"),
     pytest.param('grader.exercises.get("day1.vector_add").tolerances.update({torch.float32: (float("inf"), 0.0)})',
                  id="spec-dict-update"),
     pytest.param('importlib.import_module("builtins").exec("grader.check = lambda *a, **k: None")',
                  id="colab-cell-importlib"),
-    pytest.param('getattr(grader.checks.check, "__glo" + "bals__")["_compare_outputs"] = lambda *a, **k: None',
+    pytest.param('getattr(grader.student.checks.check, "__glo" + "bals__")["_compare_outputs"] = lambda *a, **k: None',
                  id="getattr-dunder"),
-    pytest.param('s = os.sys\ns.modules["grader.checks"]._compare_outputs = lambda *a, **k: None', id="os-sys-modules"),
+    pytest.param('s = os.sys\ns.modules["grader.student.checks"]._compare_outputs = lambda *a, **k: None', id="os-sys-modules"),
 ]
 
 
@@ -445,11 +445,11 @@ TORCH_CHEATS = [
                 return x + y
         '''), id="disable-torch-dispatch"),
     pytest.param(textwrap.dedent('''
-        record_class = grader.guard.CallRecord
+        record_class = grader.student.guard.CallRecord
         record_class.forbidden = lambda self: []
         ''') + TORCH_ADD_TAIL, id="callrecord-forbidden"),
     pytest.param(textwrap.dedent('''
-        guard = grader.guard
+        guard = grader.student.guard
         guard.ALLOWED_OPS = guard.ALLOWED_OPS | {"add"}
         ''') + TORCH_ADD_TAIL, id="allowed-ops"),
     pytest.param(textwrap.dedent('''
@@ -466,7 +466,7 @@ TORCH_CHEATS = [
             return out.as_subclass(Sneaky)
         '''), id="tensor-subclass"),
     pytest.param(textwrap.dedent('''
-        frames = grader.integrity.inspect
+        frames = grader.student.integrity.inspect
 
         def add(x, y):
             add_kernel[(1,)](x, y, torch.empty(16, dtype=x.dtype, device=x.device), 1, BLOCK_SIZE=16)
@@ -504,7 +504,7 @@ def _grade(root, students: dict, timeout_s=120):
 
 
 def test_a_notebook_cannot_change_another_students_submission(course_copy):
-    # Each kernel runs as a user of its own where the grader is root (the container; CI): grader/sandbox.py.
+    # Each kernel runs as a user of its own where the grader is root (the container; CI): grader/pipeline/sandbox.py.
     _require_sandbox()
     vandal = filled("day1", "vector_add")
     insert_before(vandal, "add", textwrap.dedent('''
@@ -574,7 +574,7 @@ def test_a_detached_child_process_cannot_hold_the_batch_past_the_time_limit(cour
 # Speed on a GPU: what the kernel's side reports for the timed calls
 
 def _timed_result(fn, tmp_path):
-    from grader import serve
+    from grader.student import serve
     serve.time_student(fn, "day1.vector_add", "float32", 7, str(tmp_path), "timed")
     return json.loads((tmp_path / "timed.json").read_text())
 

@@ -2,7 +2,7 @@
 import pytest
 
 import grader
-from grader import notebooks
+from grader.pipeline import notebooks
 from conftest import REPO
 
 SOLUTIONS = sorted((REPO / "solutions").glob("*/*.ipynb"))

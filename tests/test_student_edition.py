@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, edition, exercises
+from grader.pipeline import cli, edition
+from grader import exercises
 from grader.exercises import KernelExercise, PredictionExercise
 
 REPO = Path(__file__).resolve().parent.parent

@@ -5,7 +5,8 @@ import zipfile
 import nbformat
 import pytest
 
-from grader import colab, submissions
+from grader import colab
+from grader.pipeline import submissions
 from conftest import REPO
 
 DAY2 = ["cross_entropy", "rmsnorm", "softmax"]

@@ -5,7 +5,7 @@ Each variant is the reference notebook with one snippet of code changed, the way
 import pytest
 
 import grader
-from grader import notebooks
+from grader.pipeline import notebooks
 from conftest import REPO
 
 SOL = REPO / "solutions"

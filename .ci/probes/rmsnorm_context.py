@@ -5,7 +5,8 @@ Times it fresh, then after each of the notebook's checks, in one process.
 import torch
 
 import grader
-from grader import checks, notebooks
+from grader.student import checks
+from grader.pipeline import notebooks
 
 path = "solutions/day2/rmsnorm.ipynb"
 ns = notebooks.run_code_cells(path)

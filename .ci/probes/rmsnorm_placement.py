@@ -1,7 +1,8 @@
 """Does the RMSNorm reference's time depend on where its tensors land in memory?"""
 import torch
 
-from grader import checks, notebooks
+from grader.student import checks
+from grader.pipeline import notebooks
 
 ns = notebooks.run_code_cells("solutions/day2/rmsnorm.ipynb")
 fn = ns["rmsnorm"]

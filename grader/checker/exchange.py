@@ -1,7 +1,7 @@
 """The folder through which a student's kernel hands results to the checker, read with care.
 
 The checker creates the folder and gives it to the kernel's user (under the grading sandbox, a user of
-the kernel's own). The kernel writes a JSON summary and raw tensor bytes there (`grader.serve`); the
+the kernel's own). The kernel writes a JSON summary and raw tensor bytes there (`grader.student.serve`); the
 checker, which may run as root, opens only plain names, never follows a link, accepts only regular
 files owned by the kernel's user (not a hard link to someone else's file) and never reads more bytes
 than the answer can need. Tensors are rebuilt from raw bytes with a dtype from a fixed list: nothing

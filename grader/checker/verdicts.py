@@ -2,7 +2,7 @@
 
 For each case the checker draws a seed (from the instructor's secret seed if one is set, else fresh
 randomness), has the student's kernel run the function on the inputs that seed makes
-(`grader.serve`), makes the same inputs itself, computes the expected values and compares. The
+(`grader.student.serve`), makes the same inputs itself, computes the expected values and compares. The
 student's process never holds an expected value, a hidden case before it is asked, or the seed of a
 case it has not yet been given. A prediction is asked for on the visible cases and on random ones and
 judged here; a failure says which way it is off, never the answer.
@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import device as _device
-from .. import exercises, hardware, serve, timing
-from ..checks import (HIDDEN_PREDICTION_CASES, PLACEMENTS, SPACER_MIB, SpeedResult, _as_tuple, _compare_outputs,
-                      _dtype_name, baseline_call, expected_gradients, how_far)
-from ..compare import CheckFailed
-from ..quiet import stderr_to_stdout
-from .exchange import ExchangeError
+from grader import device as _device
+from grader import exercises, hardware, timing
+from grader.student import serve
+from grader.checker.exchange import ExchangeError
+from grader.compare import CheckFailed
+from grader.quiet import stderr_to_stdout
+from grader.student.checks import (HIDDEN_PREDICTION_CASES, PLACEMENTS, SPACER_MIB, SpeedResult, _as_tuple,
+                                   _compare_outputs, _dtype_name, baseline_call, expected_gradients, how_far)
 
 # Results beyond these fractions of the GPU's ceilings are not physically possible: a kernel timed
 # there skipped work (or the timing was fooled), and it is not credited.
@@ -94,12 +95,12 @@ class Checker:
     # -- talking to the kernel ------------------------------------------------------------------------
 
     async def _ask(self, title: str, call, function: str, *arguments) -> dict:
-        """Run `grader.serve.<function>(<student function>, arguments..., folder, request)` in the kernel."""
+        """Run `grader.student.serve.<function>(<student function>, arguments..., folder, request)` in the kernel."""
         request = self.exchange.new_request()
         args = ", ".join([call.function, *map(repr, arguments), repr(self.exchange.folder), repr(request)])
         # An import statement, not a name looked up in the notebook: `import` takes Python's own
         # __import__, which no submitted cell may rebind (a cell's `def __import__` shadows only names).
-        code = f"import grader.serve\ngrader.serve.{function}({args})"
+        code = f"import grader.student.serve\ngrader.serve.{function}({args})"
         with self._timed(f"in the notebook's kernel ({function})"):
             error = await self.run_in_kernel(code)
         try:

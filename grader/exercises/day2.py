@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .spec import KernelExercise, passes_over
+from grader.exercises.spec import KernelExercise, passes_over
 
 EPS = 1e-6          # RMSNorm's epsilon in every check
 IGNORE_INDEX = -100  # PyTorch's default for F.cross_entropy

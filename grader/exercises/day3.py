@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .spec import KernelExercise, PredictionExercise
+from grader.exercises.spec import KernelExercise, PredictionExercise
 
 # Tags a shape may carry: the matmul promises any strides, so the checks pass operands in every layout.
 TRANSPOSED = "b transposed"    # b is the transpose of an (N, K) tensor: its column stride is not 1

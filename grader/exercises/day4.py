@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .spec import KernelExercise
+from grader.exercises.spec import KernelExercise
 
 CAUSAL = "causal"  # a shape tagged with this asks for causal attention
 
@@ -66,7 +66,7 @@ def _sdpa_backend_runs(backend: str) -> bool:
 
 def timed_sdpa_backend() -> str:
     """The backend the speed check really times on this GPU (a probe call decides, once)."""
-    from ..device import current
+    from grader.device import current
     return next(b for b in sdpa_baseline_backends(current().capability) if b == "MATH" or _sdpa_backend_runs(b))
 
 

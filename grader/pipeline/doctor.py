@@ -38,7 +38,7 @@ def check(root: Path) -> list:
             found.append(Finding(False, "TRITON_INTERPRET=1 is set: kernels would run on the CPU",
                                  "unset TRITON_INTERPRET before grading"))
     else:
-        from grader.batch import unusable_gpu
+        from grader.pipeline.batch import unusable_gpu
         why_not = unusable_gpu()
         found.append(Finding(False, why_not or "no CUDA GPU visible: every speed cell would score 0",
                              "" if why_not else "grade on a machine with an NVIDIA GPU (in Docker: --gpus all)"))
@@ -67,7 +67,7 @@ def check(root: Path) -> list:
                              f"install the course into the kernel's environment: {probe.stderr.strip()[-200:]}"))
     except Exception as e:  # no such kernelspec, or it cannot start
         found.append(Finding(False, f"kernel 'python3': {e}", "python -m ipykernel install --sys-prefix --name python3"))
-    from grader import sandbox
+    from grader.pipeline import sandbox
     why_not = sandbox.unavailable()
     if why_not is None:
         found.append(Finding(True, f"student kernels run as {sandbox.USER}: they cannot read the grading "

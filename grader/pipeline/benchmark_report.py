@@ -12,7 +12,9 @@ import datetime
 import statistics
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from grader.course import REPO
+
+
 SLOW_FACTOR = 3
 
 
@@ -31,7 +33,9 @@ def slowed(fn):
 
 def measure(repeats: int, slow_repeats: int, log=print) -> tuple:
     """(speed rows, prediction rows, attention backend lines) for every solution notebook."""
-    from grader import checks, exercises, notebooks
+    from grader.student import checks
+    from grader import exercises
+    from grader.pipeline import notebooks
 
     speed_rows, prediction_rows, backend_lines = [], [], []
     for day in sorted(p.name for p in (REPO / "solutions").glob("day*")):
@@ -104,7 +108,7 @@ def write_report(repeats: int, slow_repeats: int, out: Path, log=print) -> int:
         f"triton {dev.triton_version}, CUDA {torch.version.cuda} runtime. Measured copy bandwidth: "
         f"{timing.copy_bandwidth_gbs():.0f} GB/s (1 GiB device-to-device copy, read + write).",
         "",
-        f"Each row is the speed grading of a reference solution (`grader.checks.measure_speed`, as a "
+        f"Each row is the speed grading of a reference solution (`grader.student.checks.measure_speed`, as a "
         f"student's is graded: correctness at the timed size, then medians of interleaved runs with a "
         f"cold L2 over 4 placements of the inputs), repeated {repeats} times. Ratio = baseline time / "
         f"reference time; full credit from the target, none below half of it. The slow variant is the "

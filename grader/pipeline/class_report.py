@@ -1,6 +1,6 @@
 """The class's speed, read back from the autograded notebooks: a CSV and a plot per exercise.
 
-Every speed cell prints a report (grader.checks.SpeedResult.report); this module parses those lines,
+Every speed cell prints a report (grader.student.checks.SpeedResult.report); this module parses those lines,
 so the numbers are exactly the ones students saw in their feedback.
 """
 from __future__ import annotations
@@ -62,7 +62,7 @@ def no_speed_data(day: str) -> str:
 
 def _targets() -> dict:
     """Exercise title -> the speed ratio its full points need (grader/exercises)."""
-    from . import exercises
+    from grader import exercises
     return {spec.title: spec.target for spec in exercises.all_exercises() if getattr(spec, "target", None)}
 
 

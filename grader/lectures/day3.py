@@ -25,7 +25,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .drawing import figure_image, show_in
+from grader.lectures.drawing import figure_image, show_in
 from matplotlib.patches import Rectangle
 
 IN_FLIGHT_COLOR = "tab:orange"

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from grader.course import REPO
 
 
 @dataclass
@@ -41,7 +41,7 @@ def run_lecture(path: Path, timeout_s: float = 900, attempts: int = 2) -> Result
     import nbformat
     from nbclient.exceptions import CellExecutionError
 
-    from grader.headless import HeadlessClient
+    from grader.checker.headless import HeadlessClient
 
     start, notes = time.monotonic(), []
     for attempt in range(attempts):
@@ -77,7 +77,7 @@ def _nbgrader(root: Path, *args) -> subprocess.CompletedProcess:
 
 def autograde_days(days: list, timeout_s: float = 1800) -> tuple:
     """(results per notebook, {(day, student): (score, max)}) for the solutions and the untouched release."""
-    from grader import batch
+    from grader.pipeline import batch
 
     results, scores = [], {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -150,9 +150,9 @@ def main(days: list, lectures: bool, autograde: bool, out: Path, log=print, cell
              f"`course-grader course-run` on {datetime.date.today().isoformat()}: **{dev.name}**, torch "
              f"{dev.torch_version}, triton {dev.triton_version}. Result: **{'passed' if passed else 'FAILED'}**.", ""]
     if autograde:
-        from grader import sandbox
+        from grader.pipeline import sandbox
         why_not = sandbox.unavailable()
-        lines += [f"Autograded kernels ran as {sandbox.USER} (grader/sandbox.py)." if why_not is None
+        lines += [f"Autograded kernels ran as {sandbox.USER} (grader/pipeline/sandbox.py)." if why_not is None
                   else f"Autograded kernels ran with the grader's rights: {why_not}.", ""]
     if verdicts:
         lines += ["| day | reference solutions | expected | of | untouched exercises | verdict |",

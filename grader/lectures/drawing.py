@@ -2,7 +2,7 @@
 
 An Image widget's picture is plain widget state. An `ipywidgets.Output` would send the drawing as
 output messages, which a headless executor (nbclient, so nbconvert and nbgrader) must copy back to the
-kernel while it waits for the cell's reply, and that can stall the run (grader/headless.py explains
+kernel while it waits for the cell's reply, and that can stall the run (grader/checker/headless.py explains
 why). With Image widgets, the lectures run unattended under any executor.
 """
 from __future__ import annotations

@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grader.course import REPO
+
 KERNEL_NAME = "grader-sandbox"
 # Kernel user ids: this base plus the launcher's process id, so no two live kernels share one. Far above
 # the ids that accounts get (and below 2**31, which some tools take as a signed number).
@@ -97,7 +99,7 @@ def closed_workspace(root: Path, log=print):
     closing = [(grading, 0o711)] + [(p, 0o600 if p.is_file() else 0o711 if p == autograded else 0o700)
                                     for p in grading.iterdir() if not p.is_symlink()]
     # The course's solutions, and those of the checkout the grader is installed from, if another one.
-    all_solutions = {solutions, Path(__file__).resolve().parent.parent / "solutions"}
+    all_solutions = {solutions, REPO / "solutions"}
     for folder in all_solutions:
         if folder.is_dir():
             before[folder] = folder.stat().st_mode & 0o7777
@@ -141,7 +143,7 @@ def kernelspec_dir(parent: Path) -> Path:
     spec = Path(parent) / "kernels" / KERNEL_NAME
     spec.mkdir(parents=True, exist_ok=True)
     (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "grader.sandbox", "{connection_file}"],
+        "argv": [sys.executable, "-m", "grader.pipeline.sandbox", "{connection_file}"],
         "display_name": "Python 3 (grading sandbox)",
         "language": "python",
     }))

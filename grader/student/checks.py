@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _GRADING_AT_IMPORT  # read when the package was imported, before any student cell
-from . import device as _device
-from . import exercises, hardware, integrity, timing
-from .compare import TOLERANCES, CheckFailed, describe_mismatch
-from .guard import watch
-from .quiet import stderr_to_stdout
+from grader import _GRADING_AT_IMPORT  # read when the package was imported, before any student cell
+from grader import _PACKAGE_DIR, exercises, hardware, timing
+from grader import device as _device
+from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
+from grader.quiet import stderr_to_stdout
+from grader.student import integrity
+from grader.student.guard import watch
 
 
 class GPURequired(RuntimeError):
@@ -53,7 +54,7 @@ def _as_tuple(x):
 
 
 _LIBRARY_DIRS = tuple({os.path.dirname(os.__file__), os.path.dirname(os.path.dirname(torch.__file__)),
-                       os.path.dirname(os.path.abspath(__file__))})
+                       _PACKAGE_DIR})
 
 
 def where_it_raised(e: BaseException) -> str:

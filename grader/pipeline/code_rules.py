@@ -79,7 +79,7 @@ FORBIDDEN_ATTRIBUTES = frozenset({"mro"})
 # replace these.
 TORCH_NAMESPACES = ("aten", "prims", "prim", "_")
 # Not a rule: taking data out of PyTorch (`.numpy()`, `.tolist()`, a debugging print). While a graded
-# call runs, the grader's guard sees every way out (grader/guard.py) and refuses the answer; outside
+# call runs, the grader's guard sees every way out (grader/student/guard.py) and refuses the answer; outside
 # it, a student's own print of a result harms nothing.
 ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__class__", "__version__"})
 # Modules a notebook uses under these names even where the cell that imports them is not checked.

@@ -13,7 +13,7 @@ timings. Without a GPU the default is one worker; more may be asked for (correct
 The gradebook (SQLite or PostgreSQL) and grading on several machines (--shard): docs/grading-at-scale.md.
 
 Student code cannot reach past its own notebook where the grader runs as root (the project's container):
-every notebook's kernel then runs as a user of its own (grader/sandbox.py), so it cannot read or
+every notebook's kernel then runs as a user of its own (grader/pipeline/sandbox.py), so it cannot read or
 rewrite another student's submission, the gradebook, the solutions or the grader. A process that a
 notebook leaves behind, even one that detached itself into a session of its own, is found and killed
 when its notebook ends: the batch adopts orphans (Linux's child subreaper) and nbgrader's output goes
@@ -41,7 +41,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import psutil
 
-from grader import sandbox
+from grader.pipeline import sandbox
 from grader.checker import FLAGGED
 
 # How long a writer to a SQLite gradebook waits for another's lock before failing with "database is

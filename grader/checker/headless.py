@@ -20,7 +20,7 @@ The course works around it in two independent ways, both kept narrow:
 - The wait for a reply is cut into short polls (`REPLY_POLL_S`), each of which ends by checking the
   socket again, so a missed wake-up from any other cause costs at most that long, not the timeout.
 
-The course's own drawings also avoid Output widgets (`grader.drawing`), so its lectures run without
+The course's own drawings also avoid Output widgets (`grader.lectures.drawing`), so its lectures run without
 stalls under any executor, `jupyter nbconvert --execute` and papermill included. nbval, which CI uses
 for the lectures, talks to the kernel with a blocking client and never sends widget state: it is not
 affected. `tests/test_headless.py` is the stress test.
@@ -129,7 +129,7 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         calls = None
         if os.environ.get("NBGRADER_EXECUTION") == "autograde" and _is_graded_test(cell):
-            from .checker.cells import graded_calls
+            from grader.checker.cells import graded_calls
             calls = graded_calls(cell.source)
         if calls is None:
             return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
@@ -145,9 +145,9 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
     def _get_checker(self, cell_index):
         if self._checker is None:
             self._warm_up.join()
-            from .checker import FLAGGED
-            from .checker.exchange import Exchange
-            from .checker.verdicts import Checker
+            from grader.checker import FLAGGED
+            from grader.checker.exchange import Exchange
+            from grader.checker.verdicts import Checker
             self._exchange = Exchange(self._kernel_uid())
             self._checker = Checker(self._run_in_kernel, self._exchange, self._secret_seed,
                                     flag=lambda message: self.log.warning("%s %s", FLAGGED, message))
@@ -156,7 +156,7 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
 
     def _kernel_uid(self) -> int | None:
         """The user the kernel runs as: under the grading sandbox one of its own, else ours."""
-        from . import sandbox
+        from grader.pipeline import sandbox
         if self.kernel_name == sandbox.KERNEL_NAME and hasattr(os, "geteuid") and os.geteuid() == 0:
             return sandbox.kernel_uid(self.km.provisioner.pid)
         return None
@@ -182,7 +182,7 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
 
 def _warm_up_checker() -> None:
     try:
-        from . import device
+        from grader import device
         device.probe()
     except Exception:  # noqa: BLE001 - the checker itself reports any real problem when it starts
         pass

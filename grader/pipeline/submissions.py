@@ -27,7 +27,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import code_rules
+from grader.pipeline import code_rules
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
@@ -274,7 +274,7 @@ def sanitize_notebook(submitted_text: str, release: nbformat.NotebookNode) -> tu
         out.append(cell)
         out.extend(extras.get(gid, []))
     # The student's code (answers and extra cells) must keep to the submission rules: a cell that
-    # patches the grader or PyTorch is not run (grader/code_rules.py).
+    # patches the grader or PyTorch is not run (grader/pipeline/code_rules.py).
     modules = code_rules.imported_names(c.source for c in out if c.cell_type == "code")
     for cell in out:
         if cell.cell_type == "code" and (_grade_id(cell) is None or _is_solution(cell)):

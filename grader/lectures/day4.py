@@ -27,7 +27,7 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch, Rectangle
 
-from .drawing import figure_image, show_in
+from grader.lectures.drawing import figure_image, show_in
 
 FULL, DIAGONAL, SKIP = "full", "diagonal", "skip"
 

@@ -12,7 +12,7 @@ import ast
 import shutil
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from grader.course import REPO
 
 # What the edition holds, as it is here (the grader's exercise data and the Makefile are rewritten).
 KEPT = ("course", "exercises", "grader", "pyproject.toml", "environment.yml", "Dockerfile", "Makefile",
@@ -130,7 +130,7 @@ def student_makefile(text: str) -> str:
 
 
 def student_readme(repo: Path) -> str:
-    from .code_rules import GRADING_NOTE
+    from grader.pipeline.code_rules import GRADING_NOTE
     days = sorted(p.name for p in (repo / "exercises").glob("day*") if p.is_dir())
     return f"""# GPU programming for AI, in Triton: the course
 

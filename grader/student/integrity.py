@@ -13,7 +13,7 @@ import types
 
 import torch
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+from grader import _PACKAGE_DIR
 
 
 class TamperingDetected(RuntimeError):
@@ -56,7 +56,7 @@ def verify(grader_functions: dict | None = None) -> None:
     _check("torch.Tensor.double", torch.Tensor.double, torch_dir)
     import triton.runtime.jit as jit
     triton_dir = os.path.dirname(os.path.dirname(os.path.abspath(jit.__file__)))
-    # the grader's own guard wraps it for good (grader/guard.py), so either origin is genuine
+    # the grader's own guard wraps it for good (grader/student/guard.py), so either origin is genuine
     _check("triton's JITFunction.run", jit.JITFunction.run, (triton_dir, _PACKAGE_DIR))
     for name, fn in (grader_functions or {}).items():
         _check(f"grader's {name}", fn, _PACKAGE_DIR, allow_builtin=False)

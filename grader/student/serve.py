@@ -21,12 +21,12 @@ import warnings
 
 import torch
 
-from . import exercises, timing
-from .checks import (PLACEMENTS, SPACER_MIB, _as_tuple, _plain, _student_grads, _student_graph,
-                     run_student, student_call, where_it_raised)
-from .compare import CheckFailed
-from .guard import FOREIGN_GPU_SHARE, foreign_gpu_work, watch
-from .quiet import stderr_to_stdout
+from grader import exercises, timing
+from grader.compare import CheckFailed
+from grader.quiet import stderr_to_stdout
+from grader.student.checks import (PLACEMENTS, SPACER_MIB, _as_tuple, _plain, _student_grads, _student_graph,
+                                   run_student, student_call, where_it_raised)
+from grader.student.guard import FOREIGN_GPU_SHARE, foreign_gpu_work, watch
 
 
 # The index that names the timed shape among a kernel exercise's cases.

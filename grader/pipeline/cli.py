@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from grader.course import REPO
 
 
 def days() -> list:
@@ -44,7 +44,7 @@ def unknown_day(day: str, command: str) -> bool:
 def missing_step(day: str, command: str) -> bool:
     """True (having said so) when the step before this one has not been run for the day: sanitize and
     autograde need collected submissions, report needs autograded notebooks."""
-    from grader import batch
+    from grader.pipeline import batch
     if command in ("sanitize", "autograde") and not batch.students_of(REPO, day):
         print(f"course-grader {command}: no submissions collected for {day} in grading/submitted: run "
               f"course-grader collect SOURCE --day {day} first", file=sys.stderr)
@@ -59,12 +59,12 @@ def missing_step(day: str, command: str) -> bool:
 def release(selected: list) -> int:
     if any(unknown_day(day, "release") for day in selected):
         return 2
-    from grader.notebooks import state_grading_note
+    from grader.pipeline.notebooks import state_grading_note
     for day in selected or days():
         print(f"releasing {day}")
         for path in sorted((REPO / "solutions" / day).glob("*.ipynb")):
             if state_grading_note(path):
-                print(f"  {path.name}: the grading note restated from grader/code_rules.py")
+                print(f"  {path.name}: the grading note restated from grader/pipeline/code_rules.py")
         proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", day, "--force"],
                               cwd=REPO)
         if proc.returncode:
@@ -73,12 +73,12 @@ def release(selected: list) -> int:
 
 
 def bench(repeats: int, slow_repeats: int, out: Path) -> int:
-    from grader import benchmark_report
+    from grader.pipeline import benchmark_report
     return benchmark_report.write_report(repeats, slow_repeats, out)
 
 
 def course_run(days: list, lectures: bool, autograde_: bool, out: Path, cell_timeout: float) -> int:
-    from grader import course_run as run
+    from grader.pipeline import course_run as run
     if not (lectures or autograde_):
         lectures = autograde_ = True
     return run.main(days, lectures, autograde_, out, cell_timeout_s=cell_timeout)
@@ -90,7 +90,7 @@ def notebooks_of(day: str) -> list:
 
 def collect(source: Path, day: str, id_map: Path | None = None) -> int:
     import zipfile
-    from grader import submissions
+    from grader.pipeline import submissions
     if unknown_day(day, "collect"):
         return 2
     if not source.exists():
@@ -113,7 +113,7 @@ def collect(source: Path, day: str, id_map: Path | None = None) -> int:
 
 
 def sanitize(day: str) -> int:
-    from grader import submissions
+    from grader.pipeline import submissions
     if unknown_day(day, "sanitize") or missing_step(day, "sanitize"):
         return 2
     results = submissions.sanitize_day(REPO / "grading" / "submitted", REPO / "exercises" / day, day)
@@ -125,7 +125,7 @@ def sanitize(day: str) -> int:
 
 
 def autograde(day: str, timeout: float, workers, shard) -> int:
-    from grader import batch
+    from grader.pipeline import batch
     if unknown_day(day, "autograde"):
         return 2
     try:
@@ -156,7 +156,7 @@ def report(day: str) -> int:
         if proc.returncode:
             return proc.returncode
     keep_rows_of(grades, day)
-    from grader import class_report
+    from grader.pipeline import class_report
     csv_path, png_path = class_report.write_report(REPO / "grading" / "autograded", day, REPO / "grading")
     if not class_report.speed_table(REPO / "grading" / "autograded", day):
         print(class_report.no_speed_data(day))
@@ -180,7 +180,7 @@ def keep_rows_of(grades: Path, day: str) -> None:
 
 
 def doctor() -> int:
-    from grader import doctor as d
+    from grader.pipeline import doctor as d
     findings = d.check(REPO)
     for f in findings:
         print(f.line())
@@ -205,7 +205,7 @@ def colab(repo: str | None = None, ref: str | None = None) -> int:
 
 
 def student_edition(out: Path) -> int:
-    from grader import edition
+    from grader.pipeline import edition
     try:
         edition.build(out)
     except ValueError as e:

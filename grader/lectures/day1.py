@@ -21,7 +21,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .drawing import figure_image, show_in
+from grader.lectures.drawing import figure_image, show_in
 
 # NVIDIA H100 SXM5 80GB, from NVIDIA's "H100 Tensor Core GPU" datasheet (dense, i.e. without the
 # 2:4 structured-sparsity speed-up the datasheet also quotes).

@@ -62,7 +62,7 @@ def state_grading_note(path: Path) -> bool:
     starts like it (the rules are written once, in code_rules; the release brings every exercise up to
     date). True if the notebook changed."""
     import textwrap
-    from .code_rules import GRADING_NOTE
+    from grader.pipeline.code_rules import GRADING_NOTE
     nb = nbformat.read(path, as_version=4)
     note = "\n".join(textwrap.wrap(GRADING_NOTE, 100, break_on_hyphens=False, break_long_words=False))
     for cell in nb.cells:
