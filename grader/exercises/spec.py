@@ -19,8 +19,8 @@ def passes_over(n_passes: int):
 
 
 def visible_answers(table: dict) -> Callable:
-    """A prediction exercise's model in the student edition (grader/pipeline/edition.py): its answers on the
-    visible cases, without the formula, which is what the student writes."""
+    """A prediction exercise's model in the student edition (grader/pipeline/edition.py): its answers on
+    the visible cases, without the formula, which is what the student writes."""
     def model(*case):
         try:
             return table[tuple(case)]

@@ -69,7 +69,8 @@ def without_answers(source: str, module_name: str) -> str:
             tables = True
     source = _spliced(source, edits)
     if tables:
-        source = source.replace("from .spec import ", "from .spec import visible_answers, ", 1)
+        spec_import = "from grader.exercises.spec import "
+        source = source.replace(spec_import, spec_import + "visible_answers, ", 1)
     return _without_unused_functions(source)
 
 
