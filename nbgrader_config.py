@@ -26,6 +26,9 @@ if os.environ.get("NBGRADER_DB_URL"):
 c.Execute.timeout = 900
 c.ExecutePreprocessor.timeout = 900
 c.Execute.interrupt_on_timeout = False
+# Once the last cell has run, the kernel is killed rather than asked to exit: its answers are all in,
+# and a kernel that has imported torch took 0.5 to 1 s to wind down. The batch kills what it leaves.
+c.Execute.shutdown_kernel = "immediate"
 
 # nbgrader's executor can stall on a cell that writes into an ipywidgets.Output (an `interact` or a plot
 # a student left in an answer): the course's subclass does not (grader/checker/headless.py explains why).

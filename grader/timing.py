@@ -47,31 +47,55 @@ class Fresh:
     call: Callable[[], object]
     prepare: Callable[[], None]
     verify: Callable[[object, int], None]
+    # A profiler to run one extra run under (a context manager whose value is filled with the kernels
+    # the GPU ran), at a random point among the timed runs; what it saw of the call is left in `profiled`.
+    profile: Callable | None = None
+    profiled: list | None = None
 
     def __call__(self):
         return self.call()
 
 
-def _time_once(fn, run: int = -1, verify: bool = False) -> float:
+def _time_once(fn, run: int = -1, verify: bool = False, call: bool = True) -> float:
     """Milliseconds of one call of fn on the GPU, with the L2 cache flushed first.
 
     A Fresh call gets new inputs first (outside the timed window), and with `verify` its result is
-    checked once the clock has stopped."""
+    checked once the clock has stopped. Without `call`, everything but the call itself happens (what
+    the grader alone runs, for a profile to leave out)."""
     fresh = isinstance(fn, Fresh)
     if fresh:
         fn.prepare()
     _flush_buffer().zero_()
     sleep = getattr(torch.cuda, "_sleep", None)
+    # The events go on the stream that was current before the call, whatever the call leaves current.
+    stream = torch.cuda.current_stream()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     if sleep is not None:
         sleep(HOST_HEADSTART_CYCLES)
-    start.record()
-    result = fn()
-    end.record()
+    start.record(stream)
+    result = fn() if call else None
+    end.record(stream)
     torch.cuda.synchronize()  # the whole device: work fn put on another stream is finished too
     if fresh and verify:
         fn.verify(result, run)
     return start.elapsed_time(end)
+
+
+def _profile_one_run(fn: Fresh) -> None:
+    """One more run of fn as the timed ones go, under fn.profile; fn.profiled gets the kernels of the
+    call alone: those of the same run without the call (new inputs, L2 flush, head start) are taken out."""
+    with fn.profile() as everything:
+        _time_once(fn)
+    with fn.profile() as grader_only:
+        _time_once(fn, call=False)
+    left = list(grader_only)
+    fn.profiled = []
+    for name, us in everything:
+        match = next((i for i, (other, _) in enumerate(left) if other == name), None)
+        if match is None:
+            fn.profiled.append((name, us))
+        else:
+            del left[match]
 
 
 def _wall_per_call(fn, calls: int) -> float:
@@ -100,21 +124,28 @@ def compare(fns: dict, budget_ms: float = 400.0, min_reps: int = 10, max_reps: i
     `include_launch_overhead` reports the host's time per call whenever it exceeds the GPU's (what a
     program of many tiny ops really gets); grading leaves it off and compares GPU times.
     """
+    # The numbers of warm-up, timed and wall-clock calls vary at random, so that a function cannot count
+    # its way to knowing which kind of call it is in.
     for fn in fns.values():
-        fn(), fn()
+        for _ in range(_chooser.randint(2, 4)):
+            fn()
     torch.cuda.synchronize()
     estimate = max(_time_once(fn) for fn in fns.values())
     reps = int(min(max_reps, max(min_reps, budget_ms / max(estimate, 1e-3) / len(fns))))
+    reps += _chooser.randint(0, 3)
     checked = set(_chooser.sample(range(reps), min(VERIFIED_RUNS, reps)))
+    profiled_run = _chooser.randrange(reps)
     samples = {name: [] for name in fns}
     items = list(fns.items())
     for r in range(reps):
         for name, fn in (items if r % 2 == 0 else items[::-1]):
+            if r == profiled_run and isinstance(fn, Fresh) and fn.profile is not None:
+                _profile_one_run(fn)
             samples[name].append(_time_once(fn, r, r in checked))
     result = {}
     for name, fn in items:
         median = statistics.median(samples[name])
-        wall = _wall_per_call(fn, max(3, min(reps, 50)))
+        wall = _wall_per_call(fn, max(3, min(reps, 50)) + _chooser.randint(0, 3))
         # Work hidden from the events (put on another stream) shows up only in the wall clock. Honest
         # code can also be slower by the wall clock when Python's launch overhead exceeds the GPU time,
         # so only a gap far beyond that (3x, and 50 us) counts as hidden work.

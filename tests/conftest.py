@@ -38,3 +38,21 @@ def nbgrader(root: Path, *args: str, check: bool = True) -> subprocess.Completed
     if check and proc.returncode != 0:
         raise AssertionError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def timed_runs(key, fn, shape, dtype=None, runs=3):
+    """What timing.compare does with a student's call, without the GPU timer: works on the CPU too.
+    Every run gets new inputs and, unlike compare (which picks a few at random), is checked."""
+    import torch
+    from grader.student import checks, guard
+    spec = grader.exercises.get(key)
+    device = DEVICE.torch_device
+    dtype = dtype or torch.float32
+    gen = torch.Generator(device=device).manual_seed(0)
+    args = spec.make_inputs(shape, dtype, device, gen)
+    with guard.watch(poison=False, ops=False) as record:
+        timed = checks.student_call(spec, fn, args, shape, dtype, gen, record)
+        timed(), timed()  # the warm-up calls
+        for run in range(runs):
+            timed.prepare()
+            timed.verify(timed(), run)

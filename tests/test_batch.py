@@ -7,6 +7,8 @@ machine with two GPUs); grading it again changes nothing.
 import copy
 import csv
 import shutil
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -103,3 +105,17 @@ def test_a_class_grades_to_the_expected_scores_and_regrading_changes_nothing(cou
 
     _, again = grade()
     assert again == scores
+
+
+def test_the_quicker_nbgrader_process_keeps_nbgrader_s_exit_status(tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "grader.pipeline.nbgrader_process", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+    assert run("--version").returncode == 0
+    failed = run("autograde", "nosuchday", "--student", "x")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    # and jsonschema's optional IRI parser (about 1.5 s of imports per process) stays out
+    probe = subprocess.run([sys.executable, "-c", "import sys, grader.pipeline.nbgrader_process, nbformat.validator; "
+                            "import jsonschema; print(sys.modules.get('rfc3987_syntax'))"],
+                           capture_output=True, text=True, timeout=120)
+    assert probe.stdout.strip() == "None", probe.stdout + probe.stderr

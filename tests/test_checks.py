@@ -7,7 +7,7 @@ from grader.student import checks
 from grader import exercises
 from grader.pipeline import notebooks
 from grader.compare import CheckFailed
-from conftest import REPO, on_cpu_only
+from conftest import REPO, on_cpu_only, timed_runs
 import kernels
 
 
@@ -182,23 +182,8 @@ def test_a_spec_names_the_baseline_really_timed():
     assert dataclasses.replace(spec, baseline_label=lambda: "MATH").timed_baseline_name() == "MATH"
 
 
-def _timed_runs(key, fn, shape, dtype=torch.float32, runs=3):
-    """What timing.compare does with the student's call, without the GPU timer: works on the CPU too.
-    Every run gets new inputs and, unlike compare (which picks a few at random), is checked."""
-    spec = grader.exercises.get(key)
-    device = grader.device.current().torch_device
-    gen = torch.Generator(device=device).manual_seed(0)
-    args = spec.make_inputs(shape, dtype, device, gen)
-    with grader.student.guard.watch(poison=False, ops=False) as record:
-        timed = checks.student_call(spec, fn, args, shape, dtype, gen, record)
-        timed(), timed()  # the warm-up calls
-        for run in range(runs):
-            timed.prepare()
-            timed.verify(timed(), run)
-
-
 def _timed_loop(fn):
-    _timed_runs("day1.vector_add", fn, (3000,))
+    timed_runs("day1.vector_add", fn, (3000,))
 
 
 def test_an_honest_function_passes_the_timing_rules():
@@ -239,7 +224,7 @@ def test_a_backward_is_timed_on_a_new_graph_and_output_gradient_each_run():
     path = REPO / "solutions" / "day2" / "rmsnorm.ipynb"
     name = next(fn for kind, k, fn in notebooks.graded_calls(path) if k == "day2.rmsnorm_backward")
     namespace = notebooks.run_code_cells(path)
-    _timed_runs("day2.rmsnorm_backward", namespace[name], (5, 96), runs=2)
+    timed_runs("day2.rmsnorm_backward", namespace[name], (5, 96), runs=2)
 
     honest = namespace["RMSNormFunction"]
 
@@ -254,7 +239,7 @@ def test_a_backward_is_timed_on_a_new_graph_and_output_gradient_each_run():
             return KeptGradients.kept[0]
 
     with pytest.raises(grader.CheckFailed, match="timed run 1"):
-        _timed_runs("day2.rmsnorm_backward", KeptGradients.apply, (5, 96), runs=2)
+        timed_runs("day2.rmsnorm_backward", KeptGradients.apply, (5, 96), runs=2)
 
 
 def test_predictions_are_measured_on_a_fresh_size_at_grading(monkeypatch):

@@ -100,7 +100,7 @@ class Checker:
         args = ", ".join([call.function, *map(repr, arguments), repr(self.exchange.folder), repr(request)])
         # An import statement, not a name looked up in the notebook: `import` takes Python's own
         # __import__, which no submitted cell may rebind (a cell's `def __import__` shadows only names).
-        code = f"import grader.student.serve\ngrader.serve.{function}({args})"
+        code = f"import grader.student.serve\ngrader.student.serve.{function}({args})"
         with self._timed(f"in the notebook's kernel ({function})"):
             error = await self.run_in_kernel(code)
         try:

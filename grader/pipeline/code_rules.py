@@ -61,6 +61,9 @@ SETTABLE_FLAGS = ("torch.backends.",)
 # `sys` attributes that reach other modules or hook execution.
 FORBIDDEN_SYS = frozenset({"modules", "settrace", "setprofile", "_getframe", "meta_path", "path_hooks",
                            "addaudithook",
+                           # Python 3.12's event hooks: a callback sees every return value and yield (the
+                           # grader's choice of checked runs, the guard's record), as a tracer would
+                           "monitoring",
                            # frames and tracebacks: a way up to the grader's local variables
                            "f_back", "f_locals", "f_globals", "tb_frame", "tb_next", "gi_frame", "cr_frame",
                            "ag_frame", "exc_info", "exception"})
@@ -358,6 +361,8 @@ def _check_tree(tree, modules, verdict):
                 elif parts[0] and not getattr(node, "level", 0) and not _installed(parts[0]):
                     problems.append(f"imports {parts[0]}, which is not an installed module (a module the "
                                     f"notebook writes itself would run unchecked)")
+            if isinstance(node, ast.ImportFrom) and node.module == "sys":
+                problems += [f"imports sys.{a.name}" for a in node.names if a.name in FORBIDDEN_SYS]
             for alias in node.names:
                 bound = (alias.asname or alias.name).split(".")[0]
                 if bound == "grader" and not (isinstance(node, ast.Import) and alias.name == "grader"):

@@ -1,6 +1,7 @@
 """What a notebook's test cells call: correctness, speed and prediction checks for one exercise."""
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -50,7 +51,9 @@ def _dtype_name(dtype) -> str:
 
 
 def _as_tuple(x):
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    # Only a plain tuple or list is taken apart: iterating a subclass would run the student's __iter__,
+    # which could do the work only when a result is looked at (outside the guard's watch, untimed).
+    return tuple(x) if type(x) in (tuple, list) else (x,)
 
 
 _LIBRARY_DIRS = tuple({os.path.dirname(os.__file__), os.path.dirname(os.path.dirname(torch.__file__)),
@@ -129,12 +132,34 @@ def _check_case(spec, fn, shape, dtype, dev, gen, seed):
 
 
 def _plain(spec, outputs: tuple, label: str) -> tuple:
-    """The outputs, refused unless plain tensors: a subclass could change how they compare."""
+    """The outputs, refused unless plain tensors: a subclass could change how they compare, and any other
+    object could compute its values only when it is read."""
     for t in outputs:
         if isinstance(t, torch.Tensor) and type(t) not in (torch.Tensor, torch.nn.Parameter):
             raise CheckFailed(f"{spec.title}: on {label} your function returned a {type(t).__name__}, a "
                               f"subclass of torch.Tensor; return the plain tensor your kernel wrote.")
+        if not isinstance(t, torch.Tensor):
+            raise CheckFailed(f"{spec.title}: on {label} your function returned a {type(t).__name__} where a "
+                              f"tensor was expected; return the tensor your kernel wrote (several as a tuple).")
     return outputs
+
+
+@contextlib.contextmanager
+def no_saved_tensor_hooks(spec):
+    """While a graded backward runs or is checked, no saved-tensor hook may be installed.
+
+    Autograd calls such a hook whenever a tensor is saved for backward, the grader's own float64
+    reference included: a hook a notebook left installed could do the student's work only when a result
+    is about to be checked. PyTorch refuses to enter (or to install one inside) with the message below."""
+    message = (f"{spec.title}: a saved-tensor hook (torch.autograd.graph.saved_tensors_hooks) is installed. "
+               f"None may be active while your function is checked or timed: remove the cell that installs it.")
+    try:
+        with torch.autograd.graph.disable_saved_tensors_hooks(message):
+            yield
+    except RuntimeError as e:
+        if str(e) != message:
+            raise
+        raise CheckFailed(message) from None
 
 
 def _differentiable(args):
@@ -182,9 +207,10 @@ def expected_gradients(spec, args, gen, dtype) -> tuple:
 def _check_backward_case(spec, fn, shape, dtype, dev, gen, seed):
     args = spec.make_inputs(shape, dtype, dev.torch_device, gen)
     label = f"shape {shape}, {_dtype_name(dtype)} (seed {seed})"
-    expected, dy = expected_gradients(spec, args, gen, dtype)
-    y, leaves = _student_graph(spec, fn, args, label)
-    grads = _student_grads(spec, y, leaves, dy, label)
+    with no_saved_tensor_hooks(spec):
+        expected, dy = expected_gradients(spec, args, gen, dtype)
+        y, leaves = _student_graph(spec, fn, args, label)
+        grads = _student_grads(spec, y, leaves, dy, label)
     _compare_outputs(spec, tuple(grads), expected, dtype, label)
 
 
@@ -291,6 +317,7 @@ def student_call(spec, fn, args, shape, dtype, gen, record) -> timing.Fresh:
     """
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     device = tensors[0].device
+    on_gpu = device.type == "cuda"
     state = {}
 
     def prepare():
@@ -301,20 +328,26 @@ def student_call(spec, fn, args, shape, dtype, gen, record) -> timing.Fresh:
                     a.copy_(new)
         if spec.backward:
             leaves = [a.detach().clone().requires_grad_() if a.is_floating_point() else a for a in tensors]
-            with stderr_to_stdout():
+            with stderr_to_stdout(), no_saved_tensor_hooks(spec):
                 y = fn(*leaves)
             dy = torch.randn(tuple(y.shape), generator=gen, device=device).to(dtype)
             state["graph"] = (y, _differentiable(leaves), dy)
 
     def call():
         launches, side = record.launches, record.side_streams
+        stream = torch.cuda.current_stream() if on_gpu else None
         if spec.backward:
             y, leaves, dy = state["graph"]
-            out = torch.autograd.grad(y, leaves, dy, retain_graph=True)
+            with no_saved_tensor_hooks(spec):
+                out = torch.autograd.grad(y, leaves, dy, retain_graph=True)
         else:
             for t in tensors:  # as an in-place write would: a cache that watches version counters misses
                 torch.autograd.graph.increment_version(t)
-            out = fn(*args)
+            out = _as_tuple(fn(*args))
+        if on_gpu and torch.cuda.current_stream() != stream:
+            raise CheckFailed(f"{spec.title}: a timed call of your function changed the current CUDA stream. "
+                              f"The timer's end marker would go on that stream and miss your work: leave "
+                              f"the stream as it was.")
         if record.launches == launches:
             raise CheckFailed(f"{spec.title}: one of the timed calls of your function launched no Triton "
                               f"kernel. Every call must compute its result: handing back a result kept "
@@ -330,14 +363,15 @@ def student_call(spec, fn, args, shape, dtype, gen, record) -> timing.Fresh:
         remade.set_state(state["rng"])
         inputs = spec.make_inputs(shape, dtype, device, remade)
         if spec.backward:
-            expected, _ = expected_gradients(spec, inputs, remade, dtype)
+            with no_saved_tensor_hooks(spec):
+                expected, _ = expected_gradients(spec, inputs, remade, dtype)
         else:
             for i, (a, want) in enumerate(zip(args, inputs)):
                 if isinstance(a, torch.Tensor) and not torch.equal(a, want):
                     raise CheckFailed(f"{spec.title}: your function changed its input argument {i} on {label}. "
                                       f"Write results to a new output tensor, never into an input.")
             expected = _as_tuple(spec.reference(*inputs))
-        _compare_outputs(spec, _plain(spec, _as_tuple(out), label), expected, dtype, label)
+        _compare_outputs(spec, _plain(spec, out, label), expected, dtype, label)
 
     prepare()  # the warm-up calls run on these
     return timing.Fresh(call, prepare, verify)

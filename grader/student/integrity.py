@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import time
 import types
 
@@ -60,3 +61,17 @@ def verify(grader_functions: dict | None = None) -> None:
     _check("triton's JITFunction.run", jit.JITFunction.run, (triton_dir, _PACKAGE_DIR))
     for name, fn in (grader_functions or {}).items():
         _check(f"grader's {name}", fn, _PACKAGE_DIR, allow_builtin=False)
+
+
+def no_event_hooks() -> None:
+    """Raise TamperingDetected if a tracer, a profiler hook or (Python 3.12+) a sys.monitoring tool is
+    installed: their callbacks see every value the grader's own functions return (which timed runs are
+    checked, the guard's record) while the student's work is graded."""
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        raise TamperingDetected("a trace or profile function is installed (sys.settrace / sys.setprofile); none "
+                                "may be while your work is graded. Restart the kernel and run again.")
+    monitoring = getattr(sys, "monitoring", None)
+    tools = [monitoring.get_tool(i) for i in range(6)] if monitoring is not None else []
+    if any(tool is not None for tool in tools):
+        raise TamperingDetected(f"a sys.monitoring tool is registered ({', '.join(t for t in tools if t)}); none "
+                                f"may be while your work is graded. Restart the kernel and run again.")

@@ -14,8 +14,10 @@ here (launch count, PyTorch-op watch, poisoned allocations, unchanged inputs) is
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import statistics
 import warnings
 
@@ -25,7 +27,8 @@ from grader import exercises, timing
 from grader.compare import CheckFailed
 from grader.quiet import stderr_to_stdout
 from grader.student.checks import (PLACEMENTS, SPACER_MIB, _as_tuple, _plain, _student_grads, _student_graph,
-                                   run_student, student_call, where_it_raised)
+                                   no_saved_tensor_hooks, run_student, student_call, where_it_raised)
+from grader.student import integrity
 from grader.student.guard import FOREIGN_GPU_SHARE, foreign_gpu_work, watch
 
 
@@ -83,8 +86,9 @@ def kernel_case(fn, key: str, index: int, dtype_name: str, device: str, seed: in
         if spec.backward:
             # the output gradient, drawn after the inputs as checks.expected_gradients draws it
             dy = torch.randn(tuple(dy_shape), generator=gen, device=device).to(dtype)
-            y, leaves = _student_graph(spec, fn, args, label)
-            outputs = _student_grads(spec, y, leaves, dy, label)
+            with no_saved_tensor_hooks(spec):
+                y, leaves = _student_graph(spec, fn, args, label)
+                outputs = _student_grads(spec, y, leaves, dy, label)
         else:
             outputs = _plain(spec, _as_tuple(run_student(spec, fn, args, label)), label)
         _write(folder, request, {"ok": True}, outputs)
@@ -114,28 +118,31 @@ def time_student(fn, key: str, dtype_name: str, seed: int, folder: str, request:
     dtype = getattr(torch, dtype_name)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     medians, spacers = [], []
+    # One extra run, among the timed runs of a placement chosen at random and as they run, goes under
+    # PyTorch's profiler: the GPU itself says which kernels ran. A function that computes with Triton
+    # only while it is watched, and with cuBLAS or PyTorch otherwise, shows those kernels there.
+    profiled_placement = random.SystemRandom().randrange(PLACEMENTS)
     try:
+        integrity.no_event_hooks()
         with watch(poison=False, ops=False) as record:  # counts launches only: nothing slows the calls
-            for mib in SPACER_MIB[:PLACEMENTS]:
+            for placement, mib in enumerate(SPACER_MIB[:PLACEMENTS]):
                 spacers.append(torch.empty(mib * 2**20 + 4096, dtype=torch.uint8, device="cuda"))
                 args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
                 call = student_call(spec, fn, args, spec.speed_shape, dtype, gen, record)
+                if placement == profiled_placement:
+                    call.profile = gpu_profile
                 with stderr_to_stdout():
                     medians.append(timing.compare({"yours": call}, budget_ms=200 / PLACEMENTS)["yours"])
-        # One call more, as the timed ones ran (no watcher), under PyTorch's profiler: the GPU itself
-        # says which kernels ran. A function that computes with Triton only while it is watched, and
-        # with cuBLAS or PyTorch otherwise, shows those kernels here.
-        args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
-        with watch(poison=False, ops=False) as record:
-            ran = gpu_kernels(student_call(spec, fn, args, spec.speed_shape, dtype, gen, record))
+                if placement == profiled_placement:
+                    ran = call.profiled
         names, share = foreign_gpu_work(ran, record.kernels)
         if share > FOREIGN_GPU_SHARE:
             raise CheckFailed(f"{spec.title}: run as in the timed calls, your function spent {share:.0%} of its "
                               f"GPU time in kernels that are not its Triton kernels "
                               f"({', '.join(n[:80] for n in names[:3])}). The work must be done by your "
                               f"Triton kernels, timed or not.")
-    except CheckFailed as e:
-        _failed(folder, request, str(e))
+    except (CheckFailed, integrity.TamperingDetected) as e:
+        _failed(folder, request, f"{spec.title}: {e}" if isinstance(e, integrity.TamperingDetected) else str(e))
         return
     except Exception as e:
         _failed(folder, request, f"{spec.title}: your function raised while it was timed:\n{where_it_raised(e)}")
@@ -143,17 +150,20 @@ def time_student(fn, key: str, dtype_name: str, seed: int, folder: str, request:
     _write(folder, request, {"ok": True, "ms": statistics.median(medians), "placements": medians})
 
 
-def gpu_kernels(call) -> list:
-    """The GPU kernels (and memory copies) that ran during one call, as (name, µs) in order, as the
-    profiler (CUPTI) sees them: from the device's side, whatever Python path launched them."""
+@contextlib.contextmanager
+def gpu_profile():
+    """The GPU kernels (and memory copies) that ran inside the block, as (name, µs) in order, as the
+    profiler (CUPTI) sees them: from the device's side, whatever Python path launched them. The list
+    is filled when the block ends."""
     from torch.profiler import ProfilerActivity, profile
+    ran = []
     torch.cuda.synchronize()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")           # the profiler's own notices are not the student's
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             with stderr_to_stdout():
-                call()
+                yield ran
             torch.cuda.synchronize()
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     events.sort(key=lambda e: e.time_range.start)
-    return [(e.name, e.time_range.end - e.time_range.start) for e in events]
+    ran.extend((e.name, e.time_range.end - e.time_range.start) for e in events)
