@@ -225,11 +225,6 @@ def test_autotune_candidates_compiled_ahead_give_the_same_launch_and_result():
     torch.testing.assert_close(y, x * 2)
     assert record.forbidden() == []
     assert len(scale.fn.device_caches[torch.cuda.current_device()][0]) == 3   # each compiled once, not twice
-    # tuned quickly for the check, then forgotten: the timed calls tune as Triton always does
-    assert scale.cache == {} and scale.do_bench.__module__ == "triton.testing", (scale.cache, scale.do_bench)
-    with watch(poison=False, ops=False):       # as the timed calls run: Triton's own tuning, kept
-        scale[grid](x, y.zero_(), x.numel())
-    assert len(scale.cache) == 1
     with watch() as record:      # tuned: one launch of the chosen candidate
         scale[grid](x, y.zero_(), x.numel())
     torch.testing.assert_close(y, x * 2)

@@ -351,10 +351,9 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
         depth = watcher.in_triton
         watcher.in_triton = depth + 1 if tritons else 0
         try:
-            key = _new_key(self, args, kwargs) if state.compile_ahead and _is_autotuner(self) else None
-            if key is not None:
+            if state.compile_ahead and _is_autotuner(self):
                 _compile_candidates(self, args, kwargs)
-            with _hooks_watched(self, watcher), _tuned_quickly(self, key):
+            with _hooks_watched(self, watcher):
                 return original(self, *args, **kwargs)
         finally:
             watcher.in_triton = depth
@@ -391,7 +390,7 @@ def _compile_candidates(autotuner, args, kwargs) -> None:
         return
     fn = autotuner.fn
     if (len(autotuner.configs) < 2 or type(fn) is not jit.JITFunction or fn.pre_run_hooks
-            or async_compile.active_mode.get() is not None):
+            or _new_key(autotuner, args, kwargs) is None or async_compile.active_mode.get() is not None):
         return
     if _compile_pool is None:
         _compile_pool = ThreadPoolExecutor(min(8, len(os.sched_getaffinity(0))), thread_name_prefix="grader-compile")
@@ -401,35 +400,6 @@ def _compile_candidates(autotuner, args, kwargs) -> None:
                 _jit_run(fn, *args, **{**kwargs, **config.all_kwargs(), "grid": (1,), "warmup": True})
     except Exception:  # noqa: BLE001 - the autotuner's own run below reports whatever is wrong
         pass
-
-
-# Milliseconds Triton's benchmarker spends per candidate while a correctness check tunes (its default is
-# 25 of warm-up and 100 of runs): which candidate wins does not change whether a result is right.
-QUICK_TUNING_MS = (1, 5)
-
-
-@contextmanager
-def _tuned_quickly(autotuner, key):
-    """While a correctness check meets a new autotune key, Triton's benchmarker runs each candidate for a
-    few milliseconds instead of about 125 (every candidate still compiles and runs); the choice is then
-    forgotten, so that the timed calls tune again as Triton always does. A benchmarker the student
-    passed is left alone, and so is the CPU interpreter."""
-    if key is None or not torch.cuda.is_available() or not _is_trusted(getattr(autotuner, "do_bench", None)):
-        yield
-        return
-    import triton.testing
-    warmup, rep = QUICK_TUNING_MS
-    had, saved = "do_bench" in autotuner.__dict__, autotuner.__dict__.get("do_bench")
-    autotuner.do_bench = lambda kernel_call, quantiles: triton.testing.do_bench(
-        kernel_call, warmup=warmup, rep=rep, quantiles=quantiles)
-    try:
-        yield
-    finally:
-        if had:
-            autotuner.do_bench = saved
-        else:
-            del autotuner.__dict__["do_bench"]
-        autotuner.cache.pop(key, None)
 
 
 def _new_key(autotuner, args, kwargs):
