@@ -20,6 +20,10 @@ VARIANTS = [
     ("softmax: wide rows cut at one block", "day2/softmax", "day2.softmax",
      {"if n_cols <= 16384:": "if True:", "block = triton.next_power_of_2(n_cols)":
       "block = min(1024, triton.next_power_of_2(n_cols))"}, ["never written"]),
+    # runs in the CPU interpreter (0 * x + a float is a float there) but does not compile for the GPU
+    ("softmax: the running sum starts as an int", "day2/softmax", "day2.softmax",
+     {"    s = 0.0             # running sum": "    s = 0               # running sum"},
+     ["compiler rejects it for the grading H100 (sm_90)", "Loop-carried variable s"]),
     ("softmax: online rescale of the sum dropped", "day2/softmax", "day2.softmax",
      {"s = s * tl.exp(m - m_new) + ": "s = s + ", "if n_cols <= 16384:": "if False:"},
      ["elements differ"]),

@@ -17,8 +17,8 @@ from grader import _PACKAGE_DIR, exercises, hardware, timing
 from grader import device as _device
 from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 from grader.quiet import stderr_to_stdout
-from grader.student import integrity
-from grader.student.guard import watch
+from grader.student import gpu_compile, integrity
+from grader.student.guard import interpreted_launches, watch
 
 
 class GPURequired(RuntimeError):
@@ -223,12 +223,29 @@ def check(key: str, fn, hidden: bool = False) -> None:
     gen = torch.Generator(device=dev.torch_device).manual_seed(seed)
     shapes = spec.shapes(dev, hidden)
     dtypes = spec.dtypes(dev)
-    for dtype in dtypes:
-        for shape in shapes:
-            _check_case(spec, fn, shape, dtype, dev, gen, seed)
+    with interpreted_launches() as launches:
+        for dtype in dtypes:
+            for shape in shapes:
+                _check_case(spec, fn, shape, dtype, dev, gen, seed)
     kind = "hidden and visible" if hidden else "visible"
     print(f"OK: {spec.title} is correct on {len(shapes)} {kind} shapes x "
           f"{', '.join(_dtype_name(d) for d in dtypes)}.")
+    if launches and not grading() and gpu_compile.enabled():
+        _compiles_for_the_gpu(spec, launches)
+
+
+def _compiles_for_the_gpu(spec, launches: list) -> None:
+    """In the CPU interpreter: the kernels the check launched must also compile for the grading GPU."""
+    judged, failures = gpu_compile.check(launches)
+    if failures:
+        kernel, target, message = failures[0]
+        raise CheckFailed(f"{spec.title}: your kernel `{kernel}` runs in Triton's CPU interpreter, but Triton's "
+                          f"compiler rejects it for {target}, where it is graded:\n{message}\n  The interpreter "
+                          f"runs Python as written; the compiler also checks types and shapes. Fix this here: "
+                          f"on the grading GPU the check fails.")
+    if judged:
+        print(f"OK: {spec.title}: Triton compiles your kernels for "
+              f"{', '.join(gpu_compile.TARGETS)} too (checked without a GPU).")
 
 
 def credit(ratio: float, target: float) -> float:

@@ -18,6 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader import _PACKAGE_DIR
 from grader.compare import poison_
+from grader.student import gpu_compile
 
 # ATen ops a wrapper may use: allocation, views, layout and bookkeeping. Everything else computes.
 ALLOWED_OPS = frozenset("""
@@ -48,6 +49,8 @@ class CallRecord:
     device_moves: list = field(default_factory=list)  # copies between devices (e.g. .cpu())
     side_streams: int = 0                              # launches on a stream other than the caller's
     kernels: Counter = field(default_factory=Counter)  # launches by Triton kernel name
+    # In the CPU interpreter: (kernel, its arguments described) of each launch, to compile for a GPU
+    interpreted: list = field(default_factory=list)
 
     def forbidden(self) -> list:
         """The PyTorch computations and device copies the function made (names of ATen ops)."""
@@ -343,6 +346,8 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
         if counts and not kwargs.get("warmup", False):
             record.launches += 1
+            if type(self).__name__ == "GridExecutor" and len(record.interpreted) < 16:
+                record.interpreted += gpu_compile.launch(self, args, kwargs)
             record.kernels[getattr(self, "__name__", None) or type(self).__name__] += 1
             if state.caller_stream is not None and torch.cuda.current_stream() != state.caller_stream:
                 record.side_streams += 1
@@ -496,3 +501,19 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
             yield record
     finally:
         _active = outer
+        if _interpreted is not None:
+            _interpreted.extend(record.interpreted)
+
+
+_interpreted = None   # where interpreted launches are gathered, inside interpreted_launches()
+
+
+@contextmanager
+def interpreted_launches():
+    """Gather the interpreted launches of every watch inside the block (a check's cases), as a list."""
+    global _interpreted
+    outer, _interpreted = _interpreted, []
+    try:
+        yield _interpreted
+    finally:
+        _interpreted = outer

@@ -1,0 +1,212 @@
+"""Compile a student's kernels for the grading GPU on a machine that has none.
+
+Triton's CPU interpreter runs a kernel's Python code as it is written, and is more lenient than the
+compiler: a loop-carried `s = 0` that becomes a float, a block size that is not a power of two or a
+dtype mismatch in `tl.where` run there and fail only at grading time, on the GPU. So after a visible
+check passes in the interpreter, the kernels it launched are compiled by Triton's real compiler for the
+grading GPU's target (the H100's sm_90), which needs no GPU: Triton's wheel brings its own compiler
+back end and `ptxas`.
+
+The interpreter has rebuilt Triton's language for itself in this process, so the compiling happens in a
+child Python without it: the kernels' source (and that of the @triton.jit functions, constants and
+modules they use) is written to a file there, imported, and compiled with the signature each launch
+had. Anything this cannot rebuild (a global that is neither of those) means no verdict, not a failure:
+only the compiler's own errors are reported.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import types
+
+# The grading GPU's target: (backend, compute capability, warp size), named as the messages name it.
+TARGETS = {"the grading H100 (sm_90)": ("cuda", 90, 32)}
+TIMEOUT_S = 120
+
+
+def launch(executor, args, kwargs) -> list:
+    """[(the @triton.jit kernel, its arguments described)]: what a compile needs to know of one launch in
+    the interpreter (its GridExecutor runs a rewritten copy of the kernel's function, in the globals
+    where the kernel's name is bound), or [] when the kernel cannot be found."""
+    fn = getattr(executor, "fn", None)
+    kernel = getattr(fn, "__globals__", {}).get(getattr(fn, "__name__", None))
+    while kernel is not None and type(kernel).__name__ != "InterpretedFunction":
+        kernel = getattr(kernel, "fn", None)      # an Autotuner or Heuristics bound to that name
+    if kernel is None:
+        return []
+    return [(kernel, tuple(_describe(a) for a in args),
+             {k: _describe(v) for k, v in kwargs.items() if k not in ("grid", "warmup")})]
+
+
+def _describe(value):
+    import torch
+    if isinstance(value, torch.Tensor):
+        return {"tensor": str(value.dtype).replace("torch.", "")}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "value") and isinstance(getattr(value, "value"), (bool, int, float, str)):
+        return value.value    # a tl.constexpr
+    return {"other": type(value).__name__}
+
+
+def enabled() -> bool:
+    return os.environ.get("GRADER_GPU_COMPILE", "1") != "0"
+
+
+def check(launches: list) -> tuple:
+    """(how many compiles were judged, [(kernel name, target name, the compiler's message) of each that
+    failed]). (0, []) when nothing could be judged."""
+    kernels, seen = {}, set()
+    specs = []
+    for kernel, args, kwargs in launches:
+        key = (id(kernel), json.dumps([args, kwargs], sort_keys=True, default=str))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            _collect(kernel, kernels)
+        except (OSError, TypeError, SyntaxError, ValueError):
+            return 0, []    # the source cannot be had (a kernel typed at a prompt, say): no verdict
+        specs.append({"kernel": kernel.fn.__name__, "args": args, "kwargs": kwargs})
+    if not specs:
+        return 0, []
+    return _compile_in_child(_module_text(kernels), specs)
+
+
+_DONE: dict = {}   # what was compiled already in this process, and what the compiler said
+
+
+def _compile_in_child(module: str, specs: list) -> tuple:
+    key = module + json.dumps(specs, sort_keys=True, default=str)
+    if key in _DONE:
+        return _DONE[key]
+    with tempfile.TemporaryDirectory(prefix="grader-gpu-compile-") as folder:
+        with open(os.path.join(folder, "student_kernels.py"), "w") as f:
+            f.write(module)
+        with open(os.path.join(folder, "specs.json"), "w") as f:
+            json.dump({"specs": specs, "targets": TARGETS}, f)
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        try:
+            proc = subprocess.run([sys.executable, "-c", _CHILD, folder], env=env, capture_output=True, text=True,
+                                  timeout=TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            return 0, []
+    try:
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        verdict = int(result["judged"]), [tuple(r) for r in result["failures"]]
+    except (ValueError, IndexError, KeyError, TypeError):
+        verdict = 0, []    # the child could not judge (no compiler back end here, say): no verdict
+    _DONE[key] = verdict
+    return verdict
+
+
+def _collect(kernel, kernels: dict) -> None:
+    """The source of an interpreted @triton.jit function and, recursively, of those it calls."""
+    fn = kernel.fn
+    if fn.__name__ in kernels:
+        return
+    kernels[fn.__name__] = (_def_source(fn), {})
+    names = set()
+    _names_used(fn.__code__, names)
+    for name in sorted(names):
+        value = fn.__globals__.get(name)
+        if type(value).__name__ == "InterpretedFunction":
+            _collect(value, kernels)
+        elif isinstance(value, types.ModuleType):
+            kernels[fn.__name__][1][name] = f"import {value.__name__} as {name}"
+        elif isinstance(value, (bool, int, float)):
+            kernels[fn.__name__][1][name] = f"{name} = {value!r}"
+        elif hasattr(value, "value") and type(value).__name__ == "constexpr":
+            kernels[fn.__name__][1][name] = f"{name} = triton.language.constexpr({value.value!r})"
+
+
+def _names_used(code, names: set) -> None:
+    names.update(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _names_used(const, names)
+
+
+def _def_source(fn) -> str:
+    """The function's source from its `def` on: its decorators (autotune, heuristics) stay here."""
+    source = textwrap.dedent(inspect.getsource(fn))
+    node = ast.parse(source).body[0]
+    lines = source.splitlines()
+    return "\n".join(lines[node.lineno - 1:])
+
+
+def _module_text(kernels: dict) -> str:
+    header = ["import triton", "import triton.language as tl"]
+    for _, globals_ in kernels.values():
+        header += [line for line in globals_.values() if line not in header]
+    bodies = [f"@triton.jit\n{source}" for source, _ in kernels.values()]
+    return "\n".join(header) + "\n\n\n" + "\n\n\n".join(bodies) + "\n"
+
+
+# The child: import the kernels (as a file, so Triton can read their source), compile each launch's
+# signature for each target, print [[kernel, target, message], ...] of the compile errors as its last line.
+_CHILD = r'''
+import json, os, sys, warnings
+warnings.simplefilter("ignore")
+folder = sys.argv[1]
+sys.path.insert(0, folder)
+try:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.compiler.errors import CompilationError
+    import student_kernels
+except Exception:
+    print(json.dumps({"judged": 0, "failures": []})); sys.exit(0)
+setup = json.load(open(os.path.join(folder, "specs.json")))
+TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
+         "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
+failures, judged = [], 0
+for spec in setup["specs"]:
+    fn = getattr(student_kernels, spec["kernel"])
+    values = dict(zip(fn.arg_names, spec["args"]))
+    values.update({k: v for k, v in spec["kwargs"].items() if k in fn.arg_names})
+    options = {k: v for k, v in spec["kwargs"].items() if k in ("num_warps", "num_stages")}
+    signature, constexprs, unknown = {}, {}, False
+    for i, name in enumerate(fn.arg_names):
+        v = values.get(name)
+        if fn.params[i].is_constexpr:
+            signature[name], constexprs[name] = "constexpr", v
+        elif isinstance(v, dict) and "tensor" in v and v["tensor"] in TYPES:
+            signature[name] = "*" + TYPES[v["tensor"]]
+        elif isinstance(v, bool):
+            signature[name] = "i1"
+        elif isinstance(v, int):
+            signature[name] = "i32" if -2**31 <= v < 2**31 else "i64"
+        elif isinstance(v, float):
+            signature[name] = "fp32"
+        elif v is None and name not in values:
+            unknown = True     # a default the launch did not pass: leave this launch unjudged
+        else:
+            unknown = True
+    if unknown:
+        continue
+    for target_name, target in setup["targets"].items():
+        try:
+            triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                           target=GPUTarget(*target), options=options)
+        except CompilationError as e:
+            parts, cause = [str(e).strip()], e.__cause__
+            while cause is not None and len(parts) < 4:  # the error inside a called @triton.jit function
+                parts.append(str(cause).strip())
+                cause = cause.__cause__
+            text = "\n".join(parts)
+            if "is not defined" in text:   # a global this module could not rebuild: no verdict
+                continue
+            failures.append([spec["kernel"], target_name, text])
+        except Exception:
+            continue                        # the compiler's back end, not the student's code
+        judged += 1
+print(json.dumps({"judged": judged + len(failures), "failures": failures}))
+'''

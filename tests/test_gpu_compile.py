@@ -1,0 +1,119 @@
+"""Without a GPU, a visible check also compiles the student's kernels for the grading GPU (sm_90)."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import grader
+from conftest import on_cpu_only
+from grader.student import gpu_compile, guard
+
+pytestmark = on_cpu_only   # on a GPU the kernels are compiled for real by the checks themselves
+
+SCALE = tl.constexpr(2.0)   # a global a kernel reads must be a constexpr (the compiler says so)
+LOOSE_SCALE = 2.0
+
+
+@triton.jit
+def _twice(x):
+    return x * SCALE
+
+
+@triton.jit
+def add_with_helper(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, _twice(x) - x + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    add_with_helper[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK=128)
+    return out
+
+
+@triton.jit
+def row_sums(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    s = 0                     # an int, re-assigned a float in the loop: the compiler refuses
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        s += tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0))
+    tl.store(out_ptr, s)
+
+
+def add_and_sum(x, y):
+    row_sums[(1,)](x, torch.empty(1, dtype=torch.float32, device=x.device), x.numel(), BLOCK=64)
+    return add(x, y)
+
+
+def test_kernels_with_helpers_and_constants_compile_for_the_grading_gpu(capsys):
+    grader.check("day1.vector_add", add)
+    assert "Triton compiles your kernels for the grading H100 (sm_90) too" in capsys.readouterr().out
+
+
+@triton.jit
+def _twice_loosely(x):
+    return x * LOOSE_SCALE
+
+
+@triton.jit
+def add_with_a_plain_global(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, _twice_loosely(x) - x + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+def add_loosely(x, y):
+    out = torch.empty_like(x)
+    add_with_a_plain_global[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK=128)
+    return out
+
+
+def test_the_compiler_s_message_from_inside_a_called_function_is_shown():
+    judged, failures = gpu_compile.check(_launches_of(add_loosely))
+    if not failures:
+        pytest.skip(f"Triton {triton.__version__} accepts a plain global in a kernel")
+    assert "LOOSE_SCALE" in failures[0][2], failures
+
+
+def _launches_of(fn):
+    x = torch.randn(300)
+    with guard.interpreted_launches() as launches, guard.watch():
+        fn(x, x)
+    return launches
+
+
+def test_what_only_the_interpreter_accepts_fails_the_visible_check():
+    with pytest.raises(grader.CheckFailed) as failed:
+        grader.check("day1.vector_add", add_and_sum)
+    message = str(failed.value)
+    assert "`row_sums` runs in Triton's CPU interpreter, but Triton's compiler rejects it" in message
+    assert "Loop-carried variable s" in message
+
+
+def test_a_global_that_cannot_be_rebuilt_gives_no_verdict_rather_than_a_failure():
+    unknown = object()
+
+    @triton.jit
+    def uses_an_object(out_ptr):
+        tl.store(out_ptr, unknown)
+
+    globals()["unknown"] = unknown
+    out = torch.empty(1)
+    with guard.interpreted_launches() as launches, guard.watch():
+        try:
+            uses_an_object[(1,)](out)
+        except Exception:  # noqa: BLE001 - the interpreter may refuse it too; what matters is below
+            pass
+    assert gpu_compile.check(launches)[1] == []
+
+
+def test_it_can_be_switched_off_and_is_off_while_grading(monkeypatch, capsys):
+    monkeypatch.setenv("GRADER_GPU_COMPILE", "0")
+    grader.check("day1.vector_add", add_and_sum)          # the interpreter alone: passes
+    monkeypatch.delenv("GRADER_GPU_COMPILE")
+    monkeypatch.setattr(grader.student.checks, "grading", lambda: True)
+    grader.check("day1.vector_add", add_and_sum)          # graded on the GPU, where it compiles for real
+    assert "compiles your kernels" not in capsys.readouterr().out
