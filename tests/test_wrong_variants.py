@@ -6,7 +6,7 @@ import pytest
 
 import grader
 from grader.pipeline import notebooks
-from conftest import REPO
+from conftest import REPO, on_cpu_only
 
 SOL = REPO / "solutions"
 
@@ -97,3 +97,25 @@ def test_wrong_variant_fails_with_a_message_that_points_at_the_mistake(notebook,
 def test_a_replacement_that_matches_nothing_is_an_error():
     with pytest.raises(ValueError, match="no cell contains"):
         notebooks.run_code_cells(SOL / "day1" / "vector_add.ipynb", replace={"no such code": ""})
+
+
+@pytest.mark.parametrize("replace, words", [
+    ({"    x = tl.load(x_ptr + offsets, mask=mask)\n    y = tl.load(y_ptr + offsets, mask=mask)\n"
+      "    tl.store(out_ptr + offsets, x + y, mask=mask)":
+      "    x = tl.load(x_ptr + offsets)\n    y = tl.load(y_ptr + offsets)\n    tl.store(out_ptr + offsets, x + y)"},
+     ["kernel `add_kernel`: a tl.load reaches element", "of `x_ptr`", "mask it"]),
+    ({"    tl.store(out_ptr + offsets, x + y, mask=mask)": "    tl.store(out_ptr + offsets, x + y)"},
+     ["kernel `add_kernel`: a tl.store reaches element", "of `out_ptr`"]),
+], ids=["no mask", "stores without a mask"])
+@on_cpu_only
+def test_an_access_past_a_tensor_s_end_is_explained_instead_of_killing_the_process(replace, words):
+    # In the interpreter such an access used to read or write the host's memory, and could kill the
+    # notebook's process ("double free or corruption"): now the notebook's own cell stops with the reason...
+    namespace = {}
+    with pytest.raises(Exception) as in_the_notebook:
+        notebooks.run_code_cells(SOL / "day1" / "vector_add.ipynb", namespace=namespace, replace=replace)
+    assert all(word in str(in_the_notebook.value) for word in words), in_the_notebook.value
+    # ... and so does the check, in the student's words
+    with pytest.raises(grader.CheckFailed) as info:
+        grader.check("day1.vector_add", namespace["add"])
+    assert all(word in str(info.value) for word in words) and "InterpreterError" not in str(info.value), info.value

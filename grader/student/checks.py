@@ -11,6 +11,7 @@ import traceback
 from dataclasses import dataclass
 
 import torch
+import triton
 
 from grader import _GRADING_AT_IMPORT  # read when the package was imported, before any student cell
 from grader import _PACKAGE_DIR, exercises, hardware, timing
@@ -18,6 +19,7 @@ from grader import device as _device
 from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 from grader.quiet import stderr_to_stdout
 from grader.student import gpu_compile, integrity
+from grader.student.bounds import OutOfBounds
 from grader.student.guard import interpreted_launches, watch
 
 
@@ -56,8 +58,9 @@ def _as_tuple(x):
     return tuple(x) if type(x) in (tuple, list) else (x,)
 
 
+# Where Python's, PyTorch's, Triton's (which may be installed elsewhere) and the grader's own code lives.
 _LIBRARY_DIRS = tuple({os.path.dirname(os.__file__), os.path.dirname(os.path.dirname(torch.__file__)),
-                       _PACKAGE_DIR})
+                       os.path.dirname(os.path.dirname(triton.__file__)), _PACKAGE_DIR})
 
 
 def where_it_raised(e: BaseException) -> str:
@@ -67,6 +70,9 @@ def where_it_raised(e: BaseException) -> str:
     own = [f for f in frames if not f.filename.startswith(_LIBRARY_DIRS)] or frames[-1:]
     lines = [f'  File "{os.path.basename(f.filename) if f.filename.startswith(_LIBRARY_DIRS) else f.filename}", '
              f"line {f.lineno}, in {f.name}\n    {(f.line or '').strip()}" for f in own[-3:]]
+    cause = e if isinstance(e, OutOfBounds) else e.__cause__
+    if isinstance(cause, OutOfBounds):   # the interpreter wraps it: the grader's own words are the point
+        return "\n".join(lines + [str(cause)])
     return "\n".join(lines + traceback.format_exception_only(type(e), e)).rstrip()
 
 

@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader import _PACKAGE_DIR
 from grader.compare import poison_
-from grader.student import gpu_compile
+from grader.student import bounds, gpu_compile
 
 # ATen ops a wrapper may use: allocation, views, layout and bookkeeping. Everything else computes.
 ALLOWED_OPS = frozenset("""
@@ -476,6 +476,7 @@ def _install() -> None:
     import threading
     for cls, name in ((threading.Thread, "start"), (concurrent.futures.ThreadPoolExecutor, "submit")):
         setattr(cls, name, _handoff_wrapper(f"{cls.__name__}.{name}", getattr(cls, name)))
+    bounds.install()   # in the CPU interpreter: loads and stores outside the kernel's tensors
 
 
 _install()
