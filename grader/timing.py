@@ -117,9 +117,9 @@ def compare(fns: dict, budget_ms: float = 400.0, min_reps: int = 10, max_reps: i
     """Median milliseconds per call for each named function, measured in one interleaved sweep.
 
     Warm-up calls come first, so compilation and autotuning are not timed. A `Fresh` function gets new
-    inputs before each timed run, and a few runs chosen at random have their results checked. The runs alternate
-    between the functions (forward, then backward order) so that clock and thermal drift hit them
-    alike.
+    inputs before each timed run, and a few runs chosen at random have their results checked. The runs
+    alternate between the functions (forward, then backward order) so that clock and thermal drift hit
+    them alike.
 
     `include_launch_overhead` reports the host's time per call whenever it exceeds the GPU's (what a
     program of many tiny ops really gets); grading leaves it off and compares GPU times.

@@ -3,9 +3,10 @@
 On a GPU an unmasked access past the end of a tensor reads garbage or writes over a neighbour; in the
 interpreter it reads or writes the host's memory directly, which can kill the notebook's process
 ("double free or corruption") with no message at all. So in every interpreted launch (a check's or
-a notebook cell's), every masked load and store of the interpreted kernel is compared with the memory of the tensors it was given (as
-the interpreter copied them to the host: the span of each view's elements), and an access outside all of them stops the kernel with an
-error that names the kernel, the operation, the tensor nearest to the address and the element index.
+a notebook cell's), every masked load and store is compared with the memory of the kernel's tensors
+(as the interpreter copied them to the host: the span of each view's elements), and an access outside
+all of them stops the kernel with an error that names the kernel, the operation, the tensor nearest to
+the address and the element index.
 """
 from __future__ import annotations
 

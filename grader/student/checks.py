@@ -421,7 +421,8 @@ def measure_speed(key: str, fn) -> SpeedResult:
         for mib in SPACER_MIB[:PLACEMENTS]:
             spacers.append(torch.empty(mib * 2**20 + 4096, dtype=torch.uint8, device="cuda"))
             args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
-            calls = {"baseline": baseline_call(spec, args), "yours": student_call(spec, fn, args, spec.speed_shape, dtype, gen, record)}
+            calls = {"baseline": baseline_call(spec, args),
+                     "yours": student_call(spec, fn, args, spec.speed_shape, dtype, gen, record)}
             with stderr_to_stdout():
                 ms = timing.compare(calls, budget_ms=400 / PLACEMENTS)
             for name in samples:
