@@ -220,7 +220,8 @@ def _class():
         # past the rules, which refuse operator.attrgetter("__dict__"): see PAST_THE_RULES)
         "hands_back_nothing": ("vector_add", wrong('''
             import operator
-            served = operator.attrgetter("__dict__")(operator.attrgetter("serve")(grader))
+            import grader.student.serve as kernel_side
+            served = operator.attrgetter("__dict__")(kernel_side)
             operator.setitem(served, "kernel_case", lambda *a, **k: None)
             '''), {"test_add_correct": 0}),
         "forged_summary": ("vector_add", wrong('''
@@ -229,7 +230,8 @@ def _class():
                 os.symlink("/etc/hostname", os.path.join(folder, request + "-0.bin"))
                 json.dump({"ok": True, "outputs": [{"file": request + "-0.bin", "dtype": "uint8",
                            "shape": [4], "device": "cpu"}]}, open(os.path.join(folder, request + ".json"), "w"))
-            served = operator.attrgetter("__dict__")(operator.attrgetter("serve")(grader))
+            import grader.student.serve as kernel_side
+            served = operator.attrgetter("__dict__")(kernel_side)
             operator.setitem(served, "kernel_case", forged)
             '''), {"test_add_correct": 0}),
         # Honest code as other projects write it: Triton's tutorial 01 as published (its DEVICE comes from
