@@ -162,9 +162,13 @@ def test_custom_operators_are_looked_into():
     library.impl("clone", lambda x, y: x + y, "CompositeExplicitAutograd")
 
     x, y = (torch.randn(3000, device=DEVICE.torch_device) for _ in range(2))
-    with watch() as record:
-        out = add(x, y)
-    assert record.launches == 1 and record.forbidden() == [] and torch.allclose(out, x + y)
+    try:
+        with watch() as record:
+            out = add(x, y)
+    except RuntimeError as e:   # PyTorch 2.7's wrap_triton takes no kernel of Triton's CPU interpreter
+        assert not DEVICE.is_gpu and "wrap_triton only works on functions annotated" in str(e), e
+    else:
+        assert record.launches == 1 and record.forbidden() == [] and torch.allclose(out, x + y)
     with watch() as record:
         named_clone(x, y)
     assert record.forbidden() == ["aten.add"]

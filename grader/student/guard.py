@@ -293,6 +293,14 @@ def replaced_operators() -> list:
     return sorted(_operator_registrations() - _builtin_operators)
 
 
+def _note_replaced_operators(record) -> None:
+    for key in replaced_operators():
+        namespace, op = key.split("/")[:2]
+        entry = f"{namespace}::{op} (PyTorch's own operator, replaced by the notebook)"
+        if entry not in record.torch_ops:
+            record.torch_ops.append(entry)
+
+
 # A tensor printed during a watched call: at most this many values in full, else a summary of its corners.
 PRINTED_IN_FULL = 32
 
@@ -492,9 +500,7 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
     """
     global _active
     record = CallRecord()
-    for key in replaced_operators():
-        namespace, op = key.split("/")[:2]
-        record.torch_ops.append(f"{namespace}::{op} (PyTorch's own operator, replaced by the notebook)")
+    _note_replaced_operators(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     outer, _active = _active, _Watch(record, watcher, compile_ahead=ops)
     try:
@@ -502,6 +508,7 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True):
             yield record
     finally:
         _active = outer
+        _note_replaced_operators(record)   # also one the call itself registered
         if _interpreted is not None:
             _interpreted.extend(record.interpreted)
 
