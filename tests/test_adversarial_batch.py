@@ -61,13 +61,15 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
     wrong = {f"{day}/{s} ({EXPECTED[s][3]})": (got[(day, s)], want)
              for (day, s), want in expected.items() if got[(day, s)] != pytest.approx(want)}
     assert not wrong, f"(got, expected): {wrong}"
-    if "day1" in DAYS and (not ONLY or {"d1_spins", "d1_crashes"} <= ONLY):  # the endless and the crashing notebook are named, with the reason, in the run log
+    # the endless notebook is named, with the reason, in the run log; the one reading out of bounds is graded
+    if "day1" in DAYS and (not ONLY or {"d1_spins", "d1_crashes"} <= ONLY):
         status = {(r.student, r.notebook): r for r in runs}
         assert status[("d1_spins", "vector_add")].status == "timed out"
         assert "scored 0" in status[("d1_spins", "vector_add")].reason
-        # Reading 4 TB out of bounds kills the interpreter's kernel process (nbgrader fails the notebook);
-        # on a GPU it raises "illegal memory access" in the cell, which then scores 0.
-        assert status[("d1_crashes", "vector_add")].status == ("graded" if DEVICE.is_gpu else "failed")
+        # Reading 4 TB out of bounds: in the interpreter the grader stops the load before it happens (it
+        # used to kill the kernel's process), on a GPU it raises "illegal memory access"; either way the
+        # cell fails, scores 0, and the notebook is graded on.
+        assert status[("d1_crashes", "vector_add")].status == "graded"
         assert status[("d1_crashes", "bias_gelu")].status == "graded"
 
     if os.environ.get("ADVERSARIAL_REGRADE", "1") == "1":  # (skipped on a short GPU lease)
