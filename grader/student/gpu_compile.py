@@ -24,6 +24,7 @@ import sys
 import tempfile
 import textwrap
 import types
+from pathlib import Path
 
 # The grading GPU's target: (backend, compute capability, warp size), named as the messages name it.
 TARGETS = {"the grading H100 (sm_90)": ("cuda", 90, 32)}
@@ -87,10 +88,8 @@ def _compile_in_child(module: str, specs: list) -> tuple:
     if key in _DONE:
         return _DONE[key]
     with tempfile.TemporaryDirectory(prefix="grader-gpu-compile-") as folder:
-        with open(os.path.join(folder, "student_kernels.py"), "w") as f:
-            f.write(module)
-        with open(os.path.join(folder, "specs.json"), "w") as f:
-            json.dump({"specs": specs, "targets": TARGETS}, f)
+        Path(folder, "student_kernels.py").write_text(module)
+        Path(folder, "specs.json").write_text(json.dumps({"specs": specs, "targets": TARGETS}))
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         try:
             proc = subprocess.run([sys.executable, "-c", _CHILD, folder], env=env, capture_output=True, text=True,
@@ -152,7 +151,7 @@ def _module_text(kernels: dict) -> str:
 # The child: import the kernels (as a file, so Triton can read their source), compile each launch's
 # signature for each target, print [[kernel, target, message], ...] of the compile errors as its last line.
 _CHILD = r'''
-import json, os, sys, warnings
+import json, pathlib, sys, warnings
 warnings.simplefilter("ignore")
 folder = sys.argv[1]
 sys.path.insert(0, folder)
@@ -164,7 +163,7 @@ try:
     import student_kernels
 except Exception:
     print(json.dumps({"judged": 0, "failures": []})); sys.exit(0)
-setup = json.load(open(os.path.join(folder, "specs.json")))
+setup = json.loads(pathlib.Path(folder, "specs.json").read_text())
 TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
          "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
 failures, judged = [], 0
