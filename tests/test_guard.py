@@ -233,3 +233,110 @@ def test_autotune_candidates_compiled_ahead_give_the_same_launch_and_result():
         scale[grid](x, y.zero_(), x.numel())
     torch.testing.assert_close(y, x * 2)
     assert record.launches == 1
+
+
+@pytest.mark.skipif(DEVICE.is_gpu, reason="about the CPU interpreter")
+def test_compile_only_changes_nothing_in_the_interpreter(tmp_path):
+    import json
+    from grader.student import serve
+    from grader.student.guard import compile_only
+    x = torch.randn(3000, device=DEVICE.torch_device)
+    with compile_only() as on:
+        assert on is False
+        torch.testing.assert_close(kernels.add(x, x), x + x)     # runs as usual: nothing is held back
+    serve.compile_ahead(kernels.add, "day1.vector_add", [[0, "float32"]], "cpu", str(tmp_path), "r")
+    assert json.loads((tmp_path / "r.json").read_text())["cases"] == 0
+
+
+@pytest.mark.skipif(not DEVICE.is_gpu, reason="compiling ahead needs a GPU (the interpreter compiles nothing)")
+def test_compile_only_compiles_every_case_and_runs_nothing():
+    import triton
+    import triton.language as tl
+    from grader.student.guard import compile_only
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (128, 256)], key=["n"])
+    @triton.jit
+    def triple(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3, mask=offs < n)
+
+    @triton.jit
+    def plain(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3, mask=offs < n)
+
+    def f(x):
+        y = torch.zeros_like(x)
+        triple[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, x.numel())
+        plain[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), BLOCK=128)
+        return y
+
+    cases = [torch.randn(n, device="cuda", dtype=dt) for n in (1000, 4096) for dt in (torch.float16, torch.float32)]
+    with compile_only() as on:
+        assert on is True
+        for x in cases:
+            assert not f(x).any()            # launched nothing: the output is as allocated
+    device = torch.cuda.current_device()
+    compiled_plain = len(plain.device_caches[device][0])
+    compiled_tuned = len(triple.fn.device_caches[device][0])
+    assert compiled_plain == 4 and compiled_tuned == 8      # every case's kernels, each candidate
+    assert triple.cache == {}                                # nothing benchmarked
+    for x in cases:                                          # the real calls compile nothing more
+        torch.testing.assert_close(f(x), x * 3)
+    assert len(plain.device_caches[device][0]) == compiled_plain
+    assert len(triple.fn.device_caches[device][0]) == compiled_tuned
+
+
+@pytest.mark.skipif(not DEVICE.is_gpu, reason="compiling ahead needs a GPU (the interpreter compiles nothing)")
+def test_compiling_ahead_stops_a_function_that_waits_for_its_kernel(tmp_path, monkeypatch):
+    import json
+    import triton
+    from grader.student import checks, serve
+    monkeypatch.setattr(checks, "AHEAD_BUDGET_S", 2)
+
+    def add_and_wait(x, y):     # honest, but waits until its kernel has written: never, when nothing runs
+        out = torch.zeros_like(x)
+        kernels.add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+        while out.abs().sum().item() == 0:
+            pass
+        return out
+
+    serve.compile_ahead(add_and_wait, "day1.vector_add", [[0, "float32"], [1, "float32"]], "cuda", str(tmp_path), "r")
+    assert json.loads((tmp_path / "r.json").read_text()) == {"ok": True, "cases": 0, "outputs": []}
+    x = torch.randn(1000, device="cuda")
+    torch.testing.assert_close(add_and_wait(x, x), x + x)   # and the alarm is gone
+
+
+@pytest.mark.skipif(not DEVICE.is_gpu, reason="autotuning benchmarks on a GPU")
+def test_correctness_checks_tune_quickly_speed_checks_as_triton_does(monkeypatch):
+    import triton
+    import triton.language as tl
+    from grader.student import guard
+    benched = []
+
+    def spy(kernel_call, quantiles=None):
+        benched.append(kernel_call)
+        return guard.triton_quick_bench(kernel_call, quantiles)
+
+    monkeypatch.setattr(guard, "triton_quick_bench", guard._quick_bench, raising=False)
+    monkeypatch.setattr(guard, "_quick_bench", spy)
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (128, 256)], key=["n"])
+    @triton.jit
+    def double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+    def f(x):
+        y = torch.empty_like(x)
+        double[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, x.numel())
+        return y
+
+    x = torch.randn(5000, device="cuda")
+    with watch():                       # a correctness check: both candidates timed quickly
+        torch.testing.assert_close(f(x), x * 2)
+    assert len(benched) == 2 and double._do_bench is None and double.__dict__.get("do_bench") is not spy
+    x = torch.randn(7000, device="cuda")
+    with watch(ops=False):              # a speed check: Triton's own benchmark
+        torch.testing.assert_close(f(x), x * 2)
+    assert len(benched) == 2 and len(double.cache) == 2

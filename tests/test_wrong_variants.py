@@ -119,3 +119,18 @@ def test_an_access_past_a_tensor_s_end_is_explained_instead_of_killing_the_proce
     with pytest.raises(grader.CheckFailed) as info:
         grader.check("day1.vector_add", namespace["add"])
     assert all(word in str(info.value) for word in words) and "InterpreterError" not in str(info.value), info.value
+
+
+KEYWORD_LAUNCH = {"add_kernel[grid](x, y, out, n_elements, BLOCK_SIZE=BLOCK_SIZE)":
+                  "add_kernel[grid](x, y_ptr=y, out_ptr=out, n_elements=n_elements, BLOCK_SIZE=BLOCK_SIZE)"}
+
+
+@on_cpu_only
+def test_tensors_passed_by_keyword_are_a_kernel_s_tensors_too():
+    # Liger-Kernel and others launch with keyword arguments: their memory is the kernel's to read and
+    # write, and an access past their end is still caught (and named).
+    namespace = notebooks.run_code_cells(SOL / "day1" / "vector_add.ipynb", replace=KEYWORD_LAUNCH)
+    grader.check("day1.vector_add", namespace["add"], hidden=True)
+    unmasked = {**KEYWORD_LAUNCH, "    tl.store(out_ptr + offsets, x + y, mask=mask)": "    tl.store(out_ptr + offsets, x + y)"}
+    with pytest.raises(Exception, match="a tl.store reaches element .* of `out_ptr`"):
+        notebooks.run_code_cells(SOL / "day1" / "vector_add.ipynb", replace=unmasked)

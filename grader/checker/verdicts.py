@@ -139,6 +139,15 @@ class Checker:
         got = self._outputs(spec.title, result, limit)
         _compare_outputs(spec, got, expected, dtype, label)
 
+    async def _compile_ahead(self, spec, call, cases) -> None:
+        """Have the kernel compile what the student's function launches on every case, side by side,
+        before the cases run one by one (serve.compile_ahead). It decides nothing: a failure is the
+        checked cases' to report."""
+        with self._timed("compiling ahead"), contextlib.suppress(CheckFailed):
+            result = await self._ask(spec.title, call, "compile_ahead", call.key,
+                                     [[i, _dtype_name(d)] for i, d in cases], self.dev.torch_device)
+            self.exchange.forget(result["request"])
+
     @staticmethod
     def _expected(spec, shape, dtype, device, seed) -> tuple:
         """(expected outputs, shape of the output gradient or None) of one case, from its seed."""
@@ -154,6 +163,9 @@ class Checker:
         visible = len(spec.gpu_shapes if self.dev.is_gpu else spec.cpu_shapes)
         indices = range(len(shapes) if call.hidden else visible)
         dtypes = spec.dtypes(self.dev)
+        if self.dev.is_gpu:
+            await self._compile_ahead(spec, call, [(i, d) for d in dtypes for i in indices]
+                                      + [(serve.SPEED, spec.timed_dtype(self.dev))])
         for dtype in dtypes:
             for index in indices:
                 await self._case(spec, call, index, dtype)

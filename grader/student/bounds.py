@@ -20,13 +20,26 @@ class OutOfBounds(Exception):
     pass
 
 
-def _note_arguments(executor, args_hst) -> None:
+def _note_arguments(executor, args_hst, kwargs_hst) -> None:
+    """The memory of every tensor the launch was given: positional or by keyword, inside a tuple, or
+    under a tensor descriptor."""
     regions = []
-    for name, arg in zip(getattr(executor, "arg_names", ()), args_hst):
+
+    def note(name, arg):
         if isinstance(arg, torch.Tensor):
             # the span of the elements the tensor (a view, perhaps) can reach, not all of its storage
             span = 0 if arg.numel() == 0 else 1 + sum((n - 1) * abs(s) for n, s in zip(arg.shape, arg.stride()))
             regions.append((name, arg.data_ptr(), arg.data_ptr() + span * arg.element_size()))
+        elif isinstance(arg, (tuple, list)):
+            for i, item in enumerate(arg):
+                note(f"{name}[{i}]", item)
+        elif isinstance(getattr(arg, "base", None), torch.Tensor):   # a tensor descriptor
+            note(name, arg.base)
+
+    for name, arg in zip(getattr(executor, "arg_names", ()), args_hst):
+        note(name, arg)
+    for name, arg in (kwargs_hst or {}).items():
+        note(name, arg)
     global _regions
     _regions = (getattr(getattr(executor, "fn", None), "__name__", "your kernel"), regions)
 
@@ -79,7 +92,8 @@ def _wrap_store(original):
 def _wrap_init(original):
     def _init_args_hst(self, args_dev, kwargs):
         result = original(self, args_dev, kwargs)
-        _note_arguments(self, result[0] if isinstance(result, tuple) else result)
+        args_hst, kwargs_hst = result if isinstance(result, tuple) and len(result) == 2 else (result, {})
+        _note_arguments(self, args_hst, kwargs_hst)
         return result
     return _init_args_hst
 

@@ -20,7 +20,7 @@ from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 from grader.quiet import stderr_to_stdout
 from grader.student import gpu_compile, integrity
 from grader.student.bounds import OutOfBounds
-from grader.student.guard import interpreted_launches, watch
+from grader.student.guard import compile_only, interpreted_launches, watch
 
 
 class GPURequired(RuntimeError):
@@ -229,6 +229,8 @@ def check(key: str, fn, hidden: bool = False) -> None:
     gen = torch.Generator(device=dev.torch_device).manual_seed(seed)
     shapes = spec.shapes(dev, hidden)
     dtypes = spec.dtypes(dev)
+    if dev.is_gpu:
+        compile_ahead(spec, fn, [(shape, dtype) for dtype in dtypes for shape in shapes], dev.torch_device)
     with interpreted_launches() as launches:
         for dtype in dtypes:
             for shape in shapes:
@@ -238,6 +240,57 @@ def check(key: str, fn, hidden: bool = False) -> None:
           f"{', '.join(_dtype_name(d) for d in dtypes)}.")
     if launches and not grading() and gpu_compile.enabled():
         _compiles_for_the_gpu(spec, launches)
+
+
+# How long compile_ahead may call the student's function before it leaves the rest to the cases (s).
+AHEAD_BUDGET_S = 60
+
+
+class _OutOfTime(BaseException):
+    """Raised by the alarm that ends compile_ahead's calls when they run past their budget."""
+
+
+def compile_ahead(spec, fn, cases, device: str) -> int:
+    """Call the student's function once on each (shape, dtype) case with its kernels compiled, side by
+    side, and not run (guard.compile_only), so that the checked cases that follow find them compiled.
+    Decides nothing: whatever goes wrong here, the checked case reports. Returns how many cases it got
+    through (none where Triton cannot compile ahead: in the interpreter, or before Triton 3.6)."""
+    import signal
+    done = 0
+
+    def out_of_time(signum, frame):
+        raise _OutOfTime
+
+    with contextlib.ExitStack() as stack:
+        if not stack.enter_context(compile_only()):
+            return 0
+        with contextlib.suppress(ValueError):   # only the main thread can have the alarm
+            # a function that waits for a value its (never run) kernel would write stops at the budget
+            stack.callback(signal.signal, signal.SIGALRM, signal.signal(signal.SIGALRM, out_of_time))
+            signal.setitimer(signal.ITIMER_REAL, AHEAD_BUDGET_S)
+            stack.callback(signal.setitimer, signal.ITIMER_REAL, 0)
+        try:
+            for shape, dtype in cases:
+                with contextlib.suppress(Exception), stderr_to_stdout():
+                    _call_once(spec, fn, shape, dtype, device)
+                done += 1
+        except _OutOfTime:
+            pass
+    return done
+
+
+def _call_once(spec, fn, shape, dtype, device: str) -> None:
+    """The student's function (and backward) on inputs of this shape, values of no importance."""
+    gen = torch.Generator(device=device).manual_seed(secrets.randbits(31))
+    args = spec.make_inputs(shape, dtype, device, gen)
+    if not spec.backward:
+        fn(*args)
+        return
+    leaves = [a.detach().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+              for a in args]
+    y = fn(*leaves)
+    torch.autograd.grad(y, [a for a in leaves if getattr(a, "requires_grad", False)], torch.randn_like(y),
+                        allow_unused=True)
 
 
 def _compiles_for_the_gpu(spec, launches: list) -> None:

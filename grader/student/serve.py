@@ -26,6 +26,7 @@ import torch
 from grader import exercises, timing
 from grader.compare import CheckFailed
 from grader.quiet import stderr_to_stdout
+from grader.student.checks import compile_ahead as checks_compile_ahead
 from grader.student.checks import (PLACEMENTS, SPACER_MIB, _as_tuple, _plain, _student_grads, _student_graph,
                                    no_saved_tensor_hooks, run_student, student_call, where_it_raised)
 from grader.student import integrity
@@ -94,6 +95,15 @@ def kernel_case(fn, key: str, index: int, dtype_name: str, device: str, seed: in
         _write(folder, request, {"ok": True}, outputs)
     except CheckFailed as e:
         _failed(folder, request, str(e))
+
+
+def compile_ahead(fn, key: str, cases: list, device: str, folder: str, request: str) -> None:
+    """Compile what the student's function launches on every (index, dtype name) case, side by side,
+    before the checked cases run one by one (checks.compile_ahead); hands over how many it got through."""
+    spec = exercises.get(key)
+    done = checks_compile_ahead(spec, fn, [(case_shape(spec, device == "cuda", i), getattr(torch, d))
+                                           for i, d in cases], device)
+    _write(folder, request, {"ok": True, "cases": done})
 
 
 def predictions(fn, cases: list, folder: str, request: str) -> None:
