@@ -7,6 +7,7 @@ import os
 import random
 import secrets
 import statistics
+import sys
 import traceback
 from dataclasses import dataclass
 
@@ -274,6 +275,12 @@ def compile_ahead(spec, fn, cases, device: str) -> int:
                 with contextlib.suppress(Exception), stderr_to_stdout():
                     _call_once(spec, fn, shape, dtype, device)
                 done += 1
+            # The guard's dispatch mode imports torch._dynamo when it first sees an operation (PyTorch
+            # wraps every mode's __torch_dispatch__ so): seconds of Python, done here while the
+            # compiler threads work, rather than in the first checked case.
+            if "torch._dynamo" not in sys.modules:
+                with contextlib.suppress(Exception):
+                    import torch._dynamo  # noqa: F401
         except _OutOfTime:
             pass
     return done
