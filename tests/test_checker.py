@@ -169,7 +169,8 @@ def _class():
         f"def predict_mul_add_eager_ms(n, bandwidth_gbs):\n    return 6 * n * 4 / (bandwidth_gbs * 1e9) * 1e3\n")
     honest = filled("day1", "vector_add")
     insert_before(honest, "add", 'import os\nprint("SEED SEEN:", os.environ.get("GRADER_SECRET_SEED"))')
-    # Idioms of honest code from other projects, which the submission rules once refused
+    # Idioms of honest code from other projects, which the submission rules (or, for keyword
+    # arguments, the interpreter's bounds check) once refused
     idioms = filled("day1", "vector_add")
     cell(idioms, "add").source += textwrap.dedent('''
 
@@ -193,7 +194,8 @@ def _class():
         def add(x, y):
             out = torch.empty_like(x)
             blocks, block = PLANS.get(int(torch.tensor(x.numel()).item()))
-            add_kernel[(blocks,)](x, y, out, x.numel(), BLOCK_SIZE=block)
+            # tensors passed by keyword, as Liger-Kernel launches its kernels
+            add_kernel[(blocks,)](x_ptr=x, y_ptr=y, out_ptr=out, n_elements=x.numel(), BLOCK_SIZE=block)
             return out
         ''')
     insert_before(idioms, "test_add_correct", "print('first values:', add(torch.ones(3), torch.ones(3)).tolist())")

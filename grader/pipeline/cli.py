@@ -156,7 +156,10 @@ def report(day: str) -> int:
         if proc.returncode:
             return proc.returncode
     keep_rows_of(grades, day)
-    from grader.pipeline import class_report
+    from grader.pipeline import class_report, failure_feedback
+    unfinished = failure_feedback.write(REPO, day)   # nbgrader has no feedback for a notebook that died
+    if unfinished:
+        print(f"{len(unfinished)} notebooks did not finish grading: their feedback says what happened")
     csv_path, png_path = class_report.write_report(REPO / "grading" / "autograded", day, REPO / "grading")
     if not class_report.speed_table(REPO / "grading" / "autograded", day):
         print(class_report.no_speed_data(day))
