@@ -40,6 +40,10 @@ softmax = KernelExercise(
     # Probabilities are tiny in wide rows, so the absolute tolerance must be tiny too: with the usual
     # 16-bit atol a kernel that wrote zeros would pass.
     tolerances={torch.float32: (1e-8, 1e-5), torch.float16: (1e-7, 2e-3), torch.bfloat16: (1e-7, 1.6e-2)},
+    speed_hint="a row of the timed shape fits in one block: load it once (BLOCK_SIZE = "
+               "triton.next_power_of_2(n_cols), num_warps 8 or more for thousands of columns), take the max, "
+               "exponentiate, sum and divide in registers, and store once. Reading each row a second time "
+               "costs about half as much time again.",
     hint="subtract the row max before tl.exp (large logits overflow otherwise), load masked lanes as "
          "-inf (other=-float('inf')) so they add nothing to the max or the sum, and for rows wider than "
          "one block loop over the row in chunks.",
@@ -74,6 +78,9 @@ rmsnorm_forward = KernelExercise(
     title="RMSNorm forward",
     target=1.1,
     bytes_moved=passes_over(2),
+    speed_hint="one program per row: load the row once into one block, sum its squares in float32, load "
+               "the weight, and store once; num_warps 8 or 16 for rows of thousands of values. Any second "
+               "pass over the row costs about half as much time again.",
     hint="y = x / sqrt(mean(x^2) + eps) * weight, with the mean over the last dimension, in float32.",
     **_RMS_COMMON,
 )
@@ -124,6 +131,9 @@ cross_entropy = KernelExercise(
     tolerances={d: (1e-5, 1e-4) for d in (torch.float32, torch.float16, torch.bfloat16)},
     also_allowed=("sum", "div", "mean", "ne", "clamp", "clamp_min"),  # the final mean over rows
     output_names=("loss",),
+    speed_hint="read each row of logits once: loop over it in chunks of a few thousand values, carrying the "
+               "running max and sum (the online log-sum-exp), and load the target's logit once. Eager "
+               "F.cross_entropy writes a log-softmax as large as the logits and reads it back.",
     hint="loss of a row = logsumexp(row) - row[target], with logsumexp = max + log(sum(exp(row - max))); "
          f"rows whose target is {IGNORE_INDEX} count neither in the sum nor in the number of rows the "
          "mean divides by; return a float32 scalar.",

@@ -60,6 +60,10 @@ matmul = KernelExercise(
     # A correct kernel is off by the final rounding to fp16 (half an ulp, under 5e-4 relative);
     # accumulating in fp16 along K adds an error that grows with K.
     tolerances={torch.float16: (5e-4, 1e-3)},
+    speed_hint="at this size the tensor cores are the limit: tiles of 128 x 128 or 128 x 256 with BLOCK_K 64, "
+               "num_stages 3 or 4 (the next tiles load while tl.dot works on these), num_warps 8, grouped "
+               "program order so that neighbouring programs share tiles in L2, and 16-bit inputs straight into "
+               "tl.dot with a float32 accumulator. Autotune a few such configs.",
     hint="accumulate in float32 (tl.zeros(..., dtype=tl.float32)) and convert once at the store; mask "
          "the K tail of both tiles (other=0.0); step the pointers with the strides you are given "
          "(a.stride(0), a.stride(1), b.stride(0), b.stride(1)), which also covers a transposed a or b "
@@ -98,6 +102,9 @@ matmul_bias_gelu = KernelExercise(
     output_names=("out",),
     atol_scale={"out": "rms"},
     tolerances={torch.float16: (5e-4, 1e-3)},
+    speed_hint="with K = 512 the matmul is short, so the M x N result's trips through memory count: add the "
+               "bias and apply GELU to the float32 accumulator before the one store. Eager PyTorch writes the "
+               "result after the matmul, again after the addition and again after the GELU.",
     hint="add the bias of each column to the float32 accumulator, apply "
          "GELU(u) = 0.5 * u * (1 + erf(u / sqrt(2))) to it, and only then convert and store.",
 )

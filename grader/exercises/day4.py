@@ -107,6 +107,10 @@ attention = KernelExercise(
     flops=_attention_flops,
     output_names=("o",),
     tolerances={torch.float32: (1e-4, 1e-4), torch.float16: (3e-3, 3e-3), torch.bfloat16: (2e-2, 2e-2)},
+    speed_hint="keep the block of queries in registers for the whole loop over keys; use exp2 with the "
+               "scale folded in (log2(e) / sqrt(head_dim)); try BLOCK_M 128 with BLOCK_N 64 or 128, num_warps "
+               "8, num_stages 2 or 3; when causal, skip the key blocks above the diagonal entirely and mask "
+               "only the diagonal block.",
     hint="scale the scores by 1/sqrt(head_dim); when the running max grows, rescale both the running "
          "sum and the accumulator by exp(m_old - m_new); with causal=True a query at position i sees the "
          "keys 0..i (i included); divide by the running sum once at the end.",
@@ -183,6 +187,9 @@ transformer_block = KernelExercise(
     output_names=("out",),
     atol_scale={"out": "rms"},
     tolerances={torch.float32: (1e-3, 1e-3), torch.float16: (1e-2, 1e-2), torch.bfloat16: (4e-2, 4e-2)},
+    speed_hint="most of the time is in the projections' matmuls: use your Day 3 kernel with the bias, "
+               "activation and residual add done at its store, your attention from exercise 1, and no copies "
+               "between the pieces (a .contiguous() or a transpose that copies): pass strides instead.",
     hint="check each piece on its own against PyTorch first (RMSNorm, the projections, attention with "
          "causal=True on 64-dim heads, SwiGLU = silu(h @ w1) * (h @ w3)); the residual adds belong in "
          "your kernels too (e.g. as a matmul epilogue).",

@@ -53,6 +53,7 @@ class KernelExercise:
     flops: Callable = None         # (shape, dtype) -> floating-point operations (for TFLOP/s)
     tolerances: dict = field(default_factory=dict)  # dtype -> (atol, rtol), overriding the defaults
     hint: str = ""                 # shown with every mismatch
+    speed_hint: str = ""           # shown when a speed check misses its target: what a fast kernel does
     output_names: tuple = ()       # names of the outputs (or of the gradients), for messages
     also_allowed: tuple = ()       # ATen ops the exercise permits besides allocation and views
     backward: bool = False         # check the gradients of fn's output (an autograd.Function)

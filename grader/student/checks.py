@@ -330,6 +330,10 @@ def _no_gpu(what: str):
     print(message + " Run on a GPU to see the measurement.")
 
 
+# A memory-bound kernel below this share of the measured copy bandwidth is waiting on memory badly.
+MEMORY_BOUND_SHARE = 0.7
+
+
 @dataclass
 class SpeedResult:
     """One speed measurement of a student's function against the exercise's baseline."""
@@ -346,6 +350,7 @@ class SpeedResult:
     tflops: float | None = None
     peak_tflops: float | None = None
     placements: dict | None = None   # per-placement medians, {"yours": [...], "baseline": [...]}
+    speed_hint: str = ""             # the exercise's: what a fast kernel does
 
     @property
     def ratio(self) -> float:
@@ -373,7 +378,29 @@ class SpeedResult:
                     f"{self.peak_tflops:.0f} TFLOP/s by its datasheet)") if self.peak_tflops else ""
             lines.append(f"  yours {self.tflops:.0f} TFLOP/s{peak}; {self.baseline_name} "
                          f"{self.tflops / self.ratio:.0f} TFLOP/s")
+        if graded and self.ratio < self.target:
+            lines += [f"  why it may be slow: {line}" for line in self.advice()]
         return "\n".join(lines)
+
+    def advice(self) -> list:
+        """What the measured rates say about a kernel below its target, and what the fast one does."""
+        said = []
+        if self.gbs is not None and self.ceiling_gbs:
+            share = self.gbs / self.ceiling_gbs
+            if share < MEMORY_BOUND_SHARE:
+                said.append(f"your kernel moves its bytes at {100 * share:.0f}% of what this GPU can copy: it "
+                            f"waits on memory more than it needs to (blocks too small to keep enough loads in "
+                            f"flight, loads that are not contiguous along a block, or a tensor read twice).")
+            else:
+                said.append(f"your kernel already moves its bytes at {100 * share:.0f}% of what this GPU can "
+                            f"copy: to be faster it must move fewer of them (read each input once, write no "
+                            f"intermediate).")
+        if self.tflops is not None and self.peak_tflops:
+            said.append(f"your kernel reaches {100 * self.tflops / self.peak_tflops:.0f}% of the tensor cores' "
+                        f"peak; the baseline reaches {100 * self.tflops / self.ratio / self.peak_tflops:.0f}%.")
+        if self.speed_hint:
+            said.append(f"a fast kernel here: {self.speed_hint}")
+        return said
 
 
 def baseline_call(spec, args):
@@ -490,7 +517,7 @@ def measure_speed(key: str, fn) -> SpeedResult:
     del spacers
     result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), dev.name, spec.timed_baseline_name(),
                          statistics.median(samples["yours"]), statistics.median(samples["baseline"]),
-                         spec.target, placements=samples)
+                         spec.target, placements=samples, speed_hint=spec.speed_hint)
     if spec.bytes_moved:
         result.gbs = spec.bytes_moved(spec.speed_shape, dtype) / (result.yours_ms * 1e-3) / 1e9
         result.ceiling_gbs = timing.copy_bandwidth_gbs()
