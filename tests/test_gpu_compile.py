@@ -49,7 +49,8 @@ def add_and_sum(x, y):
 
 def test_kernels_with_helpers_and_constants_compile_for_the_grading_gpu(capsys):
     grader.check("day1.vector_add", add)
-    assert "Triton compiles your kernels for the grading H100 (sm_90) too" in capsys.readouterr().out
+    assert ("Triton compiles your kernels for the grading H100 (sm_90) and Colab's T4 (sm_75) too"
+            in capsys.readouterr().out)
 
 
 @triton.jit
@@ -117,3 +118,27 @@ def test_it_can_be_switched_off_and_is_off_while_grading(monkeypatch, capsys):
     monkeypatch.setattr(grader.student.checks, "grading", lambda: True)
     grader.check("day1.vector_add", add_and_sum)          # graded on the GPU, where it compiles for real
     assert "compiles your kernels" not in capsys.readouterr().out
+
+
+@triton.jit
+def through_fp8(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, x.to(tl.float8e4nv).to(tl.float32), mask=offs < n)
+
+
+def add_and_round_to_fp8(x, y):
+    through_fp8[(triton.cdiv(x.numel(), 128),)](x, torch.empty_like(x), x.numel(), BLOCK=128)
+    return add(x, y)
+
+
+def test_a_kernel_a_t4_cannot_compile_is_said_and_costs_nothing(capsys):
+    # fp8 e4m3 needs sm_89 or newer: fine on the grading H100, not on Colab's T4
+    judged, failures = gpu_compile.check(_launches_of(add_and_round_to_fp8))
+    if not failures:
+        pytest.skip(f"Triton {triton.__version__} does not judge fp8 on sm_75 here")
+    assert [f[1] for f in failures] == ["Colab's T4 (sm_75)"] and "fp8e4nv" in failures[0][2]
+    grader.check("day1.vector_add", add_and_round_to_fp8)
+    out = capsys.readouterr().out
+    assert "`through_fp8` does not compile for Colab's T4 (sm_75)" in out and "costs no points" in out
+    assert "compiles your kernels for the grading H100 (sm_90) too" in out
