@@ -402,7 +402,11 @@ RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any othe
 # The paragraph every exercise notebook's introduction ends with (tests/test_code_rules.py checks it).
 GRADING_NOTE = ("**How this notebook is graded.** The graded cells do not run in your notebook: the grader's own "
                 "process makes new random inputs (hidden shapes and cases included), has your notebook call "
-                "your function on them, and checks every result itself. Cells you hand in must keep these "
+                "your function on them, and checks every result itself. A kernel's function must compute "
+                "in your Triton kernels (PyTorch may allocate outputs, take views and do what the exercise "
+                "allows, such as a final sum), return new plain tensors, and leave its input tensors "
+                "unchanged: write results into tensors you allocate, never over an input (as some "
+                "libraries store a gradient over the logits). Cells you hand in must keep these "
                 "rules; a cell that breaks one is not run, and your feedback says which rule. " + RULES)
 
 
