@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import math
 import os
 import random
@@ -272,7 +273,9 @@ def compile_ahead(spec, fn, cases, device: str) -> int:
             stack.callback(signal.setitimer, signal.ITIMER_REAL, 0)
         try:
             for shape, dtype in cases:
-                with contextlib.suppress(Exception), stderr_to_stdout():
+                # what the function prints here would be about values of no importance: not shown
+                with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()), \
+                        contextlib.redirect_stderr(io.StringIO()):
                     _call_once(spec, fn, shape, dtype, device)
                 done += 1
             # The guard's dispatch mode imports torch._dynamo when it first sees an operation (PyTorch
