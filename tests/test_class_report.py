@@ -50,3 +50,21 @@ def test_without_speed_data_the_plot_says_why_in_words(tmp_path):
     assert png_path.stat().st_size > 1000 and list(csv.DictReader(open(csv_path))) == []
     (ax,) = speed_figure([], "day1").axes
     assert "No speed was measured for day1" in ax.texts[0].get_text()
+
+
+def test_the_checker_s_records_are_read_rather_than_the_printed_text(tmp_path):
+    r = SpeedResult("vector add", (64,), "float32", "NVIDIA H100 80GB HBM3", "torch.add", yours_ms=1.0,
+                    baseline_ms=0.93, target=0.9, gbs=2900.0, ceiling_gbs=3000.0)
+    record = dict(r.record(2.0, 2), credited=True)
+    assert record["ratio"] == 0.93 and record["score"] == "2.00/2" and round(record["pct_of_ceiling"]) == 97
+    cell = nbformat.v4.new_code_cell("grader.check_speed(...)")
+    cell.metadata["grading_results"] = [record]
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=_report(0.5))]  # not what is read
+    path = tmp_path / "autograded" / "ann" / "day1" / "vector_add.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+    (row,) = speed_table(tmp_path / "autograded", "day1")
+    assert row["ratio"] == 0.93 and row["gbs"] == 2900.0 and row["score"] == "2.00/2" and row["student"] == "ann"
+    csv_path, _ = write_report(tmp_path / "autograded", "day1", tmp_path / "out")
+    (written,) = list(csv.DictReader(open(csv_path)))
+    assert float(written["ratio"]) == 0.93 and written["shape"] == "(64,)"

@@ -138,6 +138,8 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
         cell.outputs = _outputs_of(outcome, execution_count)
         # Where grading time goes, kept in the graded notebook for whoever makes grading faster.
         cell.metadata["grading_seconds"] = round(time.perf_counter() - start, 2)
+        if outcome.records:   # what was measured, as data: the class report reads it (pipeline/class_report.py)
+            cell.metadata["grading_results"] = outcome.records
         cell.execution_count = execution_count
         self.nb["cells"][cell_index] = cell  # nbclient put the checker's requests there
         return cell

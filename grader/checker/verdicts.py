@@ -46,6 +46,7 @@ class Outcome:
     lines: list = field(default_factory=list)
     error: tuple | None = None      # (name, message)
     points: float | None = None
+    records: list = field(default_factory=list)   # what was measured, as data (SpeedResult.record)
 
 
 class Checker:
@@ -74,7 +75,7 @@ class Checker:
 
     async def outcome(self, calls) -> Outcome:
         """Run the graded cell's checks in order; the first failure ends the cell, as an exception would."""
-        outcome = Outcome()
+        outcome = self._outcome = Outcome()
         for call in calls:
             try:
                 method = {"check": self.check, "check_speed": self.check_speed,
@@ -267,10 +268,12 @@ class Checker:
                 rates.append(f"{result.gbs:.0f} GB/s")
             if result.tflops is not None:
                 rates.append(f"{result.tflops:.0f} TFLOP/s")
+            self._outcome.records.append(dict(result.record(0.0, call.points), credited=False))
             self.flag(f"{spec.title}: {yours:.4f} ms is beyond what {self.dev.name} can do "
                       f"({', '.join(rates)}): not credited")
             raise CheckFailed("\n".join(lines) + f"\n{spec.title}: this time is beyond what {self.dev.name} can "
                               f"physically do, so the work was not all done in the timed calls: not credited.")
         points = round(result.credit * call.points, 4)
+        self._outcome.records.append(dict(result.record(points, call.points), credited=True))
         lines.append(f"  speed score: {points:.2f} of {call.points:g} (timed and scored by the grader's own process)")
         return lines, points

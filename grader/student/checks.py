@@ -391,6 +391,14 @@ class SpeedResult:
             lines += [f"  why it may be slow: {line}" for line in self.advice()]
         return "\n".join(lines)
 
+    def record(self, points: float, of: float) -> dict:
+        """The measurement as data (what the report prints), for the class report to read back."""
+        return {"kind": "speed", "title": self.title, "shape": str(tuple(self.shape)), "dtype": self.dtype,
+                "gpu": self.device, "baseline": self.baseline_name, "yours_ms": self.yours_ms,
+                "baseline_ms": self.baseline_ms, "ratio": self.ratio, "target": self.target, "gbs": self.gbs,
+                "pct_of_ceiling": None if self.gbs is None else 100 * self.gbs / self.ceiling_gbs,
+                "tflops": self.tflops, "score": f"{points:.2f}/{of:g}"}
+
     def advice(self) -> list:
         """What the measured rates say about a kernel below its target, and what the fast one does."""
         said = []
