@@ -477,6 +477,13 @@ def test_the_speed_verdict_credits_a_time_and_refuses_an_impossible_one(monkeypa
     with pytest.raises(Failed, match="beyond what NVIDIA H100 80GB HBM3 can physically do"):
         asyncio.run(checker.check_speed(call))
     assert len(flags) == 1 and "not credited" in flags[0]
+    # the graded cell's outcome keeps what was measured, as data, credited or not
+    outcome = asyncio.run(checker.outcome([call]))
+    (record,) = outcome.records
+    assert outcome.error and record["credited"] is False and record["score"] == "0.00/2"
+    reported["ms"] = 0.5
+    (record,) = asyncio.run(checker.outcome([call])).records
+    assert record["credited"] and record["ratio"] == pytest.approx(0.54) and round(record["gbs"]) == 1611
 
 
 def test_a_flag_of_the_checker_reaches_the_run_log():

@@ -61,6 +61,7 @@ class Checker:
         self.rng = random.Random(int(secret_seed)) if secret_seed else random.SystemRandom()
         self.dev = _device.probe(force_cpu)
         self.seconds = defaultdict(float)  # where the checker's time goes, for the run's log
+        self._outcome = Outcome()          # the graded cell's, while outcome() runs its checks
 
     @contextlib.contextmanager
     def _timed(self, what: str):
