@@ -159,3 +159,82 @@ def test_demo_logits_make_the_max_jump_in_chunk_3():
     steps = L.online_softmax_steps(x, 8)
     assert steps[3]["m"] > steps[2]["m"] and steps[3]["scale"] < 0.1
     assert steps[4]["scale"] == 1.0                              # no new max in the last chunk
+
+
+# --- compiling for a GPU without one (07_debugging) -----------------------------------------
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+
+@triton.jit
+def _add_kernel(a_ptr, b_ptr, c_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    tl.store(c_ptr + offsets, tl.load(a_ptr + offsets, mask=mask) + tl.load(b_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def _int_start_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    s = 0                                   # an int32 that becomes a float in the loop
+    for start in range(0, n, BLOCK):
+        offsets = start + tl.arange(0, BLOCK)
+        s += tl.sum(tl.load(x_ptr + offsets, mask=offsets < n, other=0.0), axis=0)
+    tl.store(out_ptr, s)
+
+
+@triton.jit
+def _half(x):
+    return x * 0.5, x * 2.0
+
+
+@triton.jit
+def _tuple_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    lo, hi = _half(tl.load(x_ptr + offsets))
+    tl.store(y_ptr + offsets, lo + hi)
+
+
+def test_launch_signature_types_constexprs_and_alignment():
+    a = torch.zeros(64)
+    sig, consts, aligned = L.launch_signature(_add_kernel, a, a, a.half(), 5000, BLOCK_SIZE=1024)
+    assert sig == {"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp16", "n_elements": "i32",
+                   "BLOCK_SIZE": "constexpr"}
+    assert consts == {"BLOCK_SIZE": 1024}
+    assert aligned == ["a_ptr", "b_ptr", "c_ptr"]                 # 5000 is no multiple of 16
+    sig, _, aligned = L.launch_signature(_add_kernel, a, a[1:], a, 2**31, BLOCK_SIZE=1024)
+    assert sig["n_elements"] == "i64" and aligned == ["a_ptr", "c_ptr", "n_elements"]   # a[1:] starts 4 B in
+    with pytest.raises(TypeError, match="no value for BLOCK_SIZE"):
+        L.launch_signature(_add_kernel, a, a, a, 16)
+    with pytest.raises(TypeError, match="no argument BLOCK"):
+        L.launch_signature(_add_kernel, a, a, a, 16, BLOCK=8)
+
+
+def test_compile_for_gpu_vector_loads_need_divisible_sizes():
+    a = torch.zeros(64)
+    aligned = L.compile_for_gpu(_add_kernel, a, a, a, 5120, BLOCK_SIZE=1024)
+    assert aligned["ok"] and aligned["error"] is None and aligned["target"] == "sm_90"
+    assert ".target sm_90" in aligned["ptx"] and ".reqntid 128" in aligned["ptx"]
+    assert aligned["metadata"]["num_warps"] == 4 and aligned["metadata"]["shared"] == 0
+    lines = aligned["ptx"].splitlines()
+    # 1024 elements / 128 threads = 8 per thread: 2 loads of 4 per input, 2 stores of 4, all predicated
+    assert sum("@%p" in x and "ld.global.v4.b32" in x for x in lines) == 4
+    assert sum("@%p" in x and "st.global.v4.b32" in x for x in lines) == 2
+    scalar = L.compile_for_gpu(_add_kernel, a, a, a, 5000, BLOCK_SIZE=1024)["ptx"]
+    assert "ld.global.v4" not in scalar and sum("ld.global.b32" in x for x in scalar.splitlines()) == 16
+
+
+def test_compile_for_gpu_reports_the_compilers_error():
+    x, out = torch.zeros(100), torch.zeros(1)
+    result = L.compile_for_gpu(_int_start_kernel, x, out, 100, BLOCK=32)
+    assert not result["ok"] and result["ptx"] == "" and result["metadata"] == {}
+    assert "Loop-carried variable s" in result["error"] and "int32" in result["error"]
+
+
+def test_compile_for_gpu_follows_called_helpers_and_other_targets():
+    x = torch.zeros(32)
+    result = L.compile_for_gpu(_tuple_kernel, x, x, BLOCK=32, target="sm_80", num_warps=1)
+    assert result["ok"], result["error"]
+    assert ".target sm_80" in result["ptx"] and result["metadata"]["num_warps"] == 1
+    with pytest.raises(ValueError, match="sm_90"):
+        L.compile_for_gpu(_tuple_kernel, x, x, BLOCK=32, target="sm_100")

@@ -3,14 +3,16 @@
 Nothing here is graded. The functions live in a module so that the notebooks stay short and the
 logic behind the pictures is unit-tested (tests/test_lecture_day2.py).
 
-Three topics:
+Four topics:
 
 * how the programs of a row-wise reduction cover a matrix: `reduction_tiling`,
   `draw_reduction_tiling` (one row per program, several rows per program, a row in chunks);
 * the online softmax of Milakov & Gimelshein ("Online normalizer calculation for softmax", 2018):
   `online_softmax_steps` (the running max and running sum after every chunk),
   `draw_online_softmax_step` and `online_softmax_widget` (a slider over the chunks);
-* reading a `torch.profiler` run: `op_times` (time per kernel on a GPU, per operator on the CPU).
+* reading a `torch.profiler` run: `op_times` (time per kernel on a GPU, per operator on the CPU);
+* reading what the compiler made, without a GPU: `compile_for_gpu` (a kernel compiled for an H100's
+  sm_90 in a child Python: the compiler's error, or the PTX, SASS and metadata) and `launch_signature`.
 """
 from __future__ import annotations
 
@@ -290,3 +292,207 @@ def op_times(prof, on_gpu: bool, kernels: bool = False) -> list[tuple[str, int, 
         if us > 0:
             rows.append((evt.key, int(evt.count), us / 1e3))
     return sorted(rows, key=lambda r: -r[2])
+
+
+# --------------------------------------------------------------------------------------------
+# Compiling a kernel for a GPU on a machine without one (notebook 07, debugging)
+# --------------------------------------------------------------------------------------------
+
+# The targets a lecture may name: (backend, compute capability, warp size).
+GPU_TARGETS = {"sm_90": ("cuda", 90, 32), "sm_80": ("cuda", 80, 32), "sm_75": ("cuda", 75, 32)}
+_TRITON_TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
+                 "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
+
+
+def launch_signature(kernel, *args, **kwargs) -> tuple[dict, dict, list]:
+    """(signature, constexprs, aligned) that a launch `kernel[grid](*args, **kwargs)` would compile:
+    signature maps each argument to its Triton type ("*fp32" for a float32 tensor, "i32" for an int that
+    fits 32 bits, "i64" otherwise, "fp32" for a float, "constexpr"); constexprs holds the tl.constexpr
+    values; aligned names the arguments the compiler may assume divisible by 16 (a tensor whose address
+    is a multiple of 16 bytes, an int that is a multiple of 16), as Triton's launcher assumes them."""
+    import torch
+    names = _arg_names(kernel)
+    values = dict(zip(names, args))
+    unknown = sorted(set(kwargs) - set(names))
+    if unknown:
+        raise TypeError(f"the kernel has no argument {', '.join(unknown)}")
+    values.update(kwargs)
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise TypeError(f"no value for {', '.join(missing)}: pass every argument of the kernel")
+    signature, constexprs, aligned = {}, {}, []
+    for name, is_constexpr in zip(names, _constexpr_flags(kernel)):
+        v = values[name]
+        if is_constexpr:
+            signature[name], constexprs[name] = "constexpr", getattr(v, "value", v)
+        elif isinstance(v, torch.Tensor):
+            dtype = str(v.dtype).replace("torch.", "")
+            if dtype not in _TRITON_TYPES:
+                raise TypeError(f"argument {name}: tensors of {v.dtype} are not handled here")
+            signature[name] = "*" + _TRITON_TYPES[dtype]
+            if v.data_ptr() % 16 == 0:
+                aligned.append(name)
+        elif isinstance(v, bool):
+            signature[name] = "i1"
+        elif isinstance(v, int):
+            signature[name] = "i32" if -2**31 <= v < 2**31 else "i64"
+            if v % 16 == 0:
+                aligned.append(name)
+        elif isinstance(v, float):
+            signature[name] = "fp32"
+        else:
+            raise TypeError(f"argument {name}: a {type(v).__name__} is not handled here")
+    return signature, constexprs, aligned
+
+
+def _jit_function(kernel):
+    """The @triton.jit function (JITFunction, or InterpretedFunction under TRITON_INTERPRET=1)."""
+    while kernel is not None and type(kernel).__name__ not in ("JITFunction", "InterpretedFunction"):
+        kernel = getattr(kernel, "fn", None)          # an Autotuner or Heuristics around it
+    if kernel is None:
+        raise TypeError("not a @triton.jit kernel")
+    return kernel
+
+
+def _arg_names(kernel) -> list:
+    import inspect
+    return list(inspect.signature(_jit_function(kernel).fn).parameters)
+
+
+def _constexpr_flags(kernel) -> list:
+    import inspect
+    params = inspect.signature(_jit_function(kernel).fn).parameters.values()
+    return [p.annotation is not inspect.Parameter.empty and "constexpr" in str(p.annotation) for p in params]
+
+
+def _kernel_module(kernel) -> str:
+    """The source of a @triton.jit kernel and of the @triton.jit functions, modules and constants it
+    uses, as one importable module (as the grader's GPU compile check writes it)."""
+    import types
+    from grader.student import gpu_compile
+
+    kernels: dict = {}
+
+    def collect(k):
+        fn = k.fn
+        if fn.__name__ in kernels:
+            return
+        kernels[fn.__name__] = (gpu_compile._def_source(fn), {})
+        names: set = set()
+        gpu_compile._names_used(fn.__code__, names)
+        for name in sorted(names):
+            value = fn.__globals__.get(name)
+            if type(value).__name__ in ("JITFunction", "InterpretedFunction"):
+                collect(value)
+            elif isinstance(value, types.ModuleType):
+                kernels[fn.__name__][1][name] = f"import {value.__name__} as {name}"
+            elif isinstance(value, (bool, int, float)):
+                kernels[fn.__name__][1][name] = f"{name} = {value!r}"
+            elif type(value).__name__ == "constexpr":
+                kernels[fn.__name__][1][name] = f"{name} = triton.language.constexpr({value.value!r})"
+
+    collect(_jit_function(kernel))
+    return gpu_compile._module_text(kernels)
+
+
+def compile_for_gpu(kernel, *args, target: str = "sm_90", num_warps: int = 4, num_stages: int = 3,
+                    timeout: float = 120, **kwargs) -> dict:
+    """Compile `kernel` for an NVIDIA GPU as the launch `kernel[grid](*args, **kwargs)` would, without a
+    GPU: Triton's wheel brings its compiler back end and NVIDIA's assembler, ptxas. The compiling happens
+    in a child Python without TRITON_INTERPRET (this process may have the interpreter on).
+
+    target: "sm_90" (H100, H200), "sm_80" (A100) or "sm_75" (T4). Returns a dict with
+      ok:        whether the compiler accepted the kernel,
+      error:     the compiler's message when it did not (None otherwise),
+      ptx:       the PTX text ("" on failure),
+      sass:      the GPU's own machine code, disassembled by the cuobjdump that Triton's wheel ships
+                 ("" where that tool is missing),
+      metadata:  name, num_warps, num_stages, shared (bytes of shared memory per program) and, where
+                 cuobjdump is there, registers (per thread) and local_bytes (per thread: spills, stack),
+      signature, constexprs, aligned: what was compiled (see launch_signature),
+      target:    the target's name.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    if target not in GPU_TARGETS:
+        raise ValueError(f"target must be one of {', '.join(GPU_TARGETS)}")
+    signature, constexprs, aligned = launch_signature(kernel, *args, **kwargs)
+    spec = {"kernel": _jit_function(kernel).fn.__name__, "signature": signature, "constexprs": constexprs,
+            "aligned": aligned, "target": GPU_TARGETS[target],
+            "options": {"num_warps": num_warps, "num_stages": num_stages}}
+    result = {"ok": False, "error": None, "ptx": "", "sass": "", "metadata": {}, "signature": signature,
+              "constexprs": constexprs, "aligned": aligned, "target": target}
+    with tempfile.TemporaryDirectory(prefix="lecture-gpu-compile-") as folder:
+        Path(folder, "lecture_kernels.py").write_text(_kernel_module(kernel))
+        Path(folder, "spec.json").write_text(json.dumps(spec))
+        env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TRITON_DEBUG")}
+        try:
+            proc = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, folder], env=env, capture_output=True,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            result["error"] = f"the compiler did not finish within {timeout} s"
+            return result
+        out = Path(folder, "result.json")
+        if not out.exists():
+            result["error"] = "the compiler's process failed:\n" + proc.stderr.strip()[-2000:]
+            return result
+        result.update(json.loads(out.read_text()))
+    return result
+
+
+_COMPILE_CHILD = r'''
+import json, pathlib, sys, warnings
+warnings.simplefilter("ignore")
+folder = pathlib.Path(sys.argv[1])
+sys.path.insert(0, str(folder))
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.compiler.errors import CompilationError
+import lecture_kernels
+spec = json.loads((folder / "spec.json").read_text())
+fn = getattr(lecture_kernels, spec["kernel"])
+target = GPUTarget(*spec["target"])
+try:
+    from triton.compiler.compiler import make_backend
+    divisible = make_backend(target).parse_attr("D")
+except Exception:
+    divisible = [["tt.divisibility", 16]]
+attrs = {(fn.arg_names.index(name),): divisible for name in spec["aligned"]}
+out = {"ok": False, "error": None, "ptx": "", "sass": "", "metadata": {}}
+try:
+    compiled = triton.compile(ASTSource(fn=fn, signature=spec["signature"], constexprs=spec["constexprs"],
+                                        attrs=attrs), target=target, options=spec["options"])
+except CompilationError as e:
+    parts, cause = [str(e).strip()], e.__cause__
+    while cause is not None and len(parts) < 4:   # the error inside a called @triton.jit function
+        parts.append(str(cause).strip())
+        cause = cause.__cause__
+    out["error"] = "\n".join(parts)
+else:
+    out["ok"] = True
+    out["ptx"] = compiled.asm.get("ptx", "")
+    md = compiled.metadata
+    out["metadata"] = {k: getattr(md, k) for k in ("name", "num_warps", "num_stages", "shared")
+                       if hasattr(md, k)}
+    try:   # the machine code, and the registers per thread that ptxas gave it (cuobjdump, from the wheel)
+        import os, re, subprocess, tempfile
+        from triton.tools.disasm import get_sass, path_to_cuobjdump
+        out["sass"] = get_sass(compiled.asm["cubin"])
+        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+            f.write(compiled.asm["cubin"])
+        usage = subprocess.run([path_to_cuobjdump(), "-res-usage", f.name], capture_output=True, text=True).stdout
+        os.remove(f.name)
+        for key, field in (("registers", "REG"), ("local_bytes", "LOCAL")):
+            found = re.search(field + r":(\d+)", usage)
+            if found:
+                out["metadata"][key] = int(found.group(1))
+    except Exception:
+        pass
+(folder / "result.json").write_text(json.dumps(out))
+'''
