@@ -367,31 +367,10 @@ def _constexpr_flags(kernel) -> list:
 
 def _kernel_module(kernel) -> str:
     """The source of a @triton.jit kernel and of the @triton.jit functions, modules and constants it
-    uses, as one importable module (as the grader's GPU compile check writes it)."""
-    import types
+    uses, as one importable module: as the grader's GPU compile check writes it."""
     from grader.student import gpu_compile
-
     kernels: dict = {}
-
-    def collect(k):
-        fn = k.fn
-        if fn.__name__ in kernels:
-            return
-        kernels[fn.__name__] = (gpu_compile._def_source(fn), {})
-        names: set = set()
-        gpu_compile._names_used(fn.__code__, names)
-        for name in sorted(names):
-            value = fn.__globals__.get(name)
-            if type(value).__name__ in ("JITFunction", "InterpretedFunction"):
-                collect(value)
-            elif isinstance(value, types.ModuleType):
-                kernels[fn.__name__][1][name] = f"import {value.__name__} as {name}"
-            elif isinstance(value, (bool, int, float)):
-                kernels[fn.__name__][1][name] = f"{name} = {value!r}"
-            elif type(value).__name__ == "constexpr":
-                kernels[fn.__name__][1][name] = f"{name} = triton.language.constexpr({value.value!r})"
-
-    collect(_jit_function(kernel))
+    gpu_compile._collect(_jit_function(kernel), kernels)
     return gpu_compile._module_text(kernels)
 
 

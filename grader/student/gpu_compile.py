@@ -120,7 +120,7 @@ def _collect(kernel, kernels: dict) -> None:
     _names_used(fn.__code__, names)
     for name in sorted(names):
         value = fn.__globals__.get(name)
-        if type(value).__name__ == "InterpretedFunction":
+        if type(value).__name__ in ("InterpretedFunction", "JITFunction"):   # (a lecture compiles either)
             _collect(value, kernels)
         elif isinstance(value, types.ModuleType):
             kernels[fn.__name__][1][name] = f"import {value.__name__} as {name}"
