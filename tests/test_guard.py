@@ -180,20 +180,30 @@ def test_custom_operators_are_looked_into():
 def test_gpu_work_outside_the_students_triton_kernels_is_measured_by_name_and_time():
     # What the profiler reports is (kernel name, µs) in order; the guard counts the Triton launches by name.
     from collections import Counter
-    from grader.student.guard import FOREIGN_GPU_SHARE, foreign_gpu_work
+    from grader.student.guard import foreign_gpu_work
     launched = Counter(matmul_kernel=1)
     fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
-    assert foreign_gpu_work([(fill, 3.0), ("matmul_kernel", 900.0)], launched) == ([], 0.0)
+    assert foreign_gpu_work([(fill, 3.0), ("matmul_kernel", 900.0)], launched)[:2] == ([], 0.0)
     cublas = "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x256x64"
-    names, share = foreign_gpu_work([("matmul_kernel", 2.0), (cublas, 800.0)], launched)
-    assert names == [cublas] and share > 0.99
+    names, share, allowed = foreign_gpu_work([("matmul_kernel", 2.0), (cublas, 800.0)], launched)
+    assert names == [cublas] and share > 0.99 and share > allowed
     # a Triton kernel named like the cuBLAS one accounts for its own launch, not for cuBLAS's
-    names, share = foreign_gpu_work([(cublas, 2.0), (cublas, 800.0)], Counter({cublas: 1}))
-    assert names == [cublas] and share > FOREIGN_GPU_SHARE
+    names, share, allowed = foreign_gpu_work([(cublas, 2.0), (cublas, 800.0)], Counter({cublas: 1}))
+    assert names == [cublas] and share > allowed
     # an exercise's permitted finish in PyTorch (a mean over rows) is a small share
-    names, share = foreign_gpu_work([("ce_kernel", 95.0), ("reduce_kernel<MeanOps>", 5.0)],
-                                    Counter(ce_kernel=1))
-    assert names == ["reduce_kernel<MeanOps>"] and share <= FOREIGN_GPU_SHARE
+    names, share, allowed = foreign_gpu_work([("ce_kernel", 95.0), ("reduce_kernel<MeanOps>", 5.0)],
+                                             Counter(ce_kernel=1))
+    assert names == ["reduce_kernel<MeanOps>"] and share <= allowed
+    # the same finish beside a faster kernel (the reference cross-entropy on an H200: a mean, a count and
+    # a division, 11% of the call) is still allowed: its few µs do not shrink with the GPU
+    ran = [("ce_kernel", 62.0), ("reduce_kernel<MeanOps<float>>", 3.0), ("reduce_kernel<SumOps<long>>", 2.5),
+           ("BinaryFunctor<float>", 2.5)]
+    names, share, allowed = foreign_gpu_work(ran, Counter(ce_kernel=1))
+    assert 0.1 < share <= allowed
+    # while the whole loss computed by PyTorch beside a token Triton launch is not
+    ran = [("ce_kernel", 2.0), ("cunn_SoftMaxForward", 45.0), ("nll_loss_forward_reduce_cuda_kernel_2d", 20.0)]
+    names, share, allowed = foreign_gpu_work(ran, Counter(ce_kernel=1))
+    assert share > allowed
 
 
 def test_an_autotuners_candidates_are_compiled_once_for_each_new_key():

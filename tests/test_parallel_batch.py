@@ -18,6 +18,7 @@ import threading
 import time
 from types import SimpleNamespace
 
+import nbformat
 import psutil
 import pytest
 
@@ -97,6 +98,23 @@ def test_a_notebook_that_never_ends_scores_0_and_the_students_other_notebooks_ar
     assert not [cmd for cmd in left if "ipykernel" in cmd or "nbgrader" in cmd], left
 
 
+def _cell_times(notebook):
+    """When the notebook's first cell started and its last cell ended, as nbclient recorded them."""
+    times = [c.metadata.get("execution", {}) for c in nbformat.read(notebook, as_version=4).cells]
+    starts = [t["iopub.execute_input"] for t in times if "iopub.execute_input" in t]
+    ends = [t["shell.execute_reply"] for t in times if "shell.execute_reply" in t]
+    return min(starts), max(ends)
+
+
+def test_the_next_notebook_runs_no_cell_before_the_one_before_it_has_ended(graded):
+    # The batch starts a worker's next notebook early, held at its gate: nbgrader gets ready meanwhile,
+    # but the cells (which use the GPU on a GPU machine) wait for their turn.
+    folder = graded.root / "grading" / "autograded" / "alice" / DAY
+    spans = [_cell_times(folder / f"{nb}.ipynb") for nb in sorted(CLASS["alice"])]
+    for (_, end), (next_start, _) in zip(spans, spans[1:]):
+        assert end < next_start, spans
+
+
 def test_two_workers_grade_the_class_to_the_same_csvs_as_one(graded, pristine, tmp_path):
     root = _copy(pristine, tmp_path / "course")  # a fresh gradebook: no earlier grade can hide a lost one
     start = time.monotonic()
@@ -150,8 +168,12 @@ case "$1" in
   *) exit 1 ;;
 esac
 """
-# Records which GPU it was given and when it ran.
+# Waits for its turn as nbgrader's executor does (grader.checker.headless), then records which GPU it was
+# given and when it ran.
 FAKE_NBGRADER = """import os, sys, time
+go = os.environ.get("GRADER_GO_FILE")
+while go and not os.path.exists(go):
+    time.sleep(0.01)
 start = time.time(); time.sleep(0.4)
 with open(sys.argv[1], "a") as f:
     f.write(f"{os.environ.get('CUDA_VISIBLE_DEVICES')} {sys.argv[2]} {sys.argv[3]} {start} {time.time()}\\n")

@@ -17,3 +17,6 @@ docs/threat-model.md says what this stops and what it does not yet.
 
 # Marks a line of nbgrader's log that the batch copies into the instructor's run log (grader.pipeline.batch).
 FLAGGED = "grading checker flagged:"
+# A file the batch creates when a notebook may run (grader.pipeline.batch): until then its nbgrader process
+# gets everything ready (imports, the gradebook, the kernel with torch loaded) and runs no cell.
+GO_ENV = "GRADER_GO_FILE"

@@ -27,6 +27,8 @@ affected. `tests/test_headless.py` is the stress test.
 """
 from __future__ import annotations
 
+import asyncio
+import importlib
 import os
 import threading
 import time
@@ -38,6 +40,8 @@ from nbclient import NotebookClient
 from nbclient.output_widget import OutputWidget
 from nbclient.util import run_sync
 from nbgrader.preprocessors import execute as nbgrader_execute
+
+from grader.checker import GO_ENV
 
 # How long one poll for a cell's reply waits before the socket is checked again (seconds).
 REPLY_POLL_S = 0.5
@@ -102,6 +106,7 @@ class HeadlessClient(HeadlessMixin, NotebookClient):
 
 # The instructor's secret seed for the hidden cases: read by the checker, never given to a kernel.
 SECRET_SEED_ENV = "GRADER_SECRET_SEED"
+GATE_POLL_S = 0.02   # how often a notebook waiting for its turn looks for its gate file (GO_ENV)
 
 
 def _is_graded_test(cell) -> bool:
@@ -120,13 +125,39 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._secret_seed = os.environ.pop(SECRET_SEED_ENV, None)  # before any kernel starts
+        self._go = os.environ.pop(GO_ENV, None)
+        self._gate_passed = threading.Event()
+        self._folder_owner = None     # the kernel user that has the notebook's folder
         self._checker = None
         # The checker needs torch and the GPU (seconds to load and start): made ready while the
-        # kernel starts and runs the notebook's first cells, not when the first graded cell waits.
-        self._warm_up = threading.Thread(target=_warm_up_checker, daemon=True)
+        # kernel starts (or this notebook waits its turn), not when the first graded cell waits. The GPU
+        # itself is touched only once the gate is passed: the notebook before may be timing on it.
+        self._warm_up = threading.Thread(target=_warm_up_checker, args=(self._gate_passed,), daemon=True)
         self._warm_up.start()
 
+    async def _wait_for_turn(self):
+        """Before the first cell: wait until the batch opens this notebook's gate (at once without one)."""
+        if self._go is not None:
+            parent = os.getppid()
+            while not os.path.exists(self._go):
+                if os.getppid() != parent:   # the batch that would open the gate is gone: do not wait for ever
+                    raise RuntimeError("the grading batch that started this notebook has ended")
+                await asyncio.sleep(GATE_POLL_S)
+        self._gate_passed.set()
+
+    def _hand_over_folder(self):
+        """A sandboxed kernel gets the notebook's folder as its own before it runs a cell (not before its
+        turn: the notebook before, of the same student and day, may still be running in that folder)."""
+        uid = self._kernel_uid()
+        if uid is not None and uid != self._folder_owner:
+            from grader.pipeline import sandbox
+            sandbox.hand_over(self.resources.get("metadata", {}).get("path") or os.getcwd(), uid)
+            self._folder_owner = uid
+
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        if not self._gate_passed.is_set():
+            await self._wait_for_turn()
+        self._hand_over_folder()
         calls = None
         if os.environ.get("NBGRADER_EXECUTION") == "autograde" and _is_graded_test(cell):
             from grader.checker.cells import graded_calls
@@ -182,9 +213,11 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
                 self._checker = None
 
 
-def _warm_up_checker() -> None:
+def _warm_up_checker(gate_passed: threading.Event) -> None:
     try:
         from grader import device
+        importlib.import_module("grader.checker.verdicts")  # loaded now, used by the first graded cell
+        gate_passed.wait()
         device.probe()
     except Exception:  # noqa: BLE001 - the checker itself reports any real problem when it starts
         pass

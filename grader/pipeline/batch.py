@@ -7,9 +7,12 @@ killed when it outlives `timeout_s`: that notebook gets 0 with the reason, and t
 notebooks and the rest of the class are still graded. Every run is recorded, with the GPU and the
 versions it ran on, in grading/runs-<day>.csv.
 
-Workers: one per visible GPU by default. Each worker drives one nbgrader process at a time and gives it
-CUDA_VISIBLE_DEVICES=<its GPU>, so two notebooks never share a GPU and never disturb each other's
-timings. Without a GPU the default is one worker; more may be asked for (correctness only is graded).
+Workers: one per visible GPU by default. Each worker runs one notebook at a time and gives its nbgrader
+CUDA_VISIBLE_DEVICES=<its GPU>, so two notebooks never run on one GPU and never disturb each other's
+timings. The next notebook's nbgrader is started while one runs: it imports, reads the gradebook and
+starts its kernel (which loads torch), seconds of CPU work on a GPU machine, then waits at its gate
+(a file in the batch's own folder) and touches the GPU only once that notebook has ended. Without a GPU
+the default is one worker; more may be asked for (correctness only is graded).
 The gradebook (SQLite or PostgreSQL) and grading on several machines (--shard): docs/grading-at-scale.md.
 
 Student code cannot reach past its own notebook where the grader runs as root (the project's container):
@@ -25,6 +28,7 @@ import concurrent.futures
 import contextlib
 import csv
 import ctypes
+import itertools
 import os
 import platform
 import queue
@@ -42,7 +46,7 @@ from urllib.parse import parse_qsl, urlsplit
 import psutil
 
 from grader.pipeline import sandbox
-from grader.checker import FLAGGED
+from grader.checker import FLAGGED, GO_ENV
 
 # How long a writer to a SQLite gradebook waits for another's lock before failing with "database is
 # locked". nbgrader's transactions last milliseconds; Python's default wait (5 s) is passed when an
@@ -309,18 +313,53 @@ def grading_env() -> dict:
     return env
 
 
-def autograde_notebook(course: Course, day: str, student: str, notebook: str, timeout_s: float, env: dict,
-                       info: dict, device: str = "", sandboxed: bool = False) -> Run:
-    """One notebook of one student, in a process tree of its own, killed past timeout_s."""
-    start = time.monotonic()
-    if device:
-        env = dict(env, CUDA_VISIBLE_DEVICES=device)
+@dataclass
+class Started:
+    """A notebook's nbgrader process, started; with a gate, it waits for its turn before running a cell."""
+    proc: subprocess.Popen
+    out: object                 # the file that collects its output
+    day: str
+    student: str
+    notebook: str
+    info: dict
+    device: str
+    sandboxed: bool
+    go: Path | None = None      # created when it may run (grader.checker.headless.GO_ENV)
+
+
+def start_notebook(course: Course, day: str, student: str, notebook: str, env: dict, info: dict,
+                   device: str = "", sandboxed: bool = False, go: Path | None = None) -> Started:
+    """Start one notebook's nbgrader in a process tree of its own. With `go`, nbgrader gets ready (imports,
+    gradebook, its kernel with torch loaded) and runs no cell until finish_notebook creates that file."""
+    env = dict(env, **({"CUDA_VISIBLE_DEVICES": device} if device else {}), **({GO_ENV: str(go)} if go else {}))
     # Output to a file: a process the notebook leaves behind could hold a pipe open for ever.
-    with tempfile.TemporaryFile("w+") as out:
-        with _ACTIVE_LOCK:  # started and registered at once: another worker's clean-up must not see it unregistered
-            proc = subprocess.Popen(nbgrader_command(day, student, notebook, course.db_url, sandboxed),
-                                    cwd=course.root, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
-            _ACTIVE.add(proc.pid)
+    out = tempfile.TemporaryFile("w+")
+    with _ACTIVE_LOCK:  # started and registered at once: another worker's clean-up must not see it unregistered
+        proc = subprocess.Popen(nbgrader_command(day, student, notebook, course.db_url, sandboxed),
+                                cwd=course.root, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        _ACTIVE.add(proc.pid)
+    return Started(proc, out, day, student, notebook, info, device, sandboxed, go)
+
+
+def _forget(started: Started) -> None:
+    with _ACTIVE_LOCK:
+        _ACTIVE.discard(started.proc.pid)
+
+
+def abandon_notebook(started: Started) -> None:
+    """Kill a started notebook that will not get its turn (the batch is ending on an error)."""
+    _kill_tree(started.proc.pid)
+    _forget(started)
+    started.out.close()
+
+
+def finish_notebook(course: Course, started: Started, timeout_s: float) -> Run:
+    """Give a started notebook its turn and wait for it, killed past timeout_s (counted from its turn)."""
+    start = time.monotonic()
+    if started.go is not None:
+        started.go.touch()
+    proc, day, student, notebook = started.proc, started.day, started.student, started.notebook
+    with started.out as out:
         try:
             proc.wait(timeout=timeout_s)
             timed_out = False
@@ -329,10 +368,9 @@ def autograde_notebook(course: Course, day: str, student: str, notebook: str, ti
             proc.wait(timeout=30)
             timed_out = True
         finally:
-            with _ACTIVE_LOCK:
-                _ACTIVE.discard(proc.pid)
+            _forget(started)
             _kill_orphans()
-            if sandboxed:
+            if started.sandboxed:
                 sandbox.reclaim(course.autograded / student / day)
         out.seek(0)
         log = out.read()
@@ -350,7 +388,26 @@ def autograde_notebook(course: Course, day: str, student: str, notebook: str, ti
         (course.autograded / student / day / f"{notebook}.ipynb").unlink(missing_ok=True)
         zero_notebook(course, day, student, notebook)
     return Run(student, day, notebook, status, round(time.monotonic() - start, 1), reason,
-               gpu_index=device, **info)
+               gpu_index=started.device, **started.info)
+
+
+def autograde_notebook(course: Course, day: str, student: str, notebook: str, timeout_s: float, env: dict,
+                       info: dict, device: str = "", sandboxed: bool = False) -> Run:
+    """One notebook of one student, in a process tree of its own, killed past timeout_s."""
+    return finish_notebook(course, start_notebook(course, day, student, notebook, env, info, device, sandboxed),
+                           timeout_s)
+
+
+def _in_turn(students: queue.Queue):
+    """(student, notebook) pairs, a whole student at a time, taken from the shared queue only when needed:
+    a student's notebooks all go to one worker (they share a folder and a submission row)."""
+    while True:
+        try:
+            student, notebooks = students.get_nowait()
+        except queue.Empty:
+            return
+        for notebook in notebooks:
+            yield student, notebook
 
 
 def flags_in(log: str) -> str:
@@ -421,35 +478,47 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
         env = dict(env, JUPYTER_PATH=os.pathsep.join(filter(None, [str(sandbox.kernelspec_dir(scratch)),
                                                                    env.get("JUPYTER_PATH")])),
                    GRADER_SANDBOX_TMP=str(scratch), **{sandbox.AUTOGRADED_ENV: str(course.autograded)})
-    free = queue.Queue()
-    for device in devices:
-        free.put(device)
-    lock, done = threading.Lock(), [0]
+    students_left = queue.Queue()
+    for student_notebooks in todo:
+        students_left.put(student_notebooks)
+    gates = scratch / "gates"   # the grader's alone: no kernel can open another notebook's gate
+    gates.mkdir(mode=0o700)
+    lock, done, numbers = threading.Lock(), [0], itertools.count()
 
-    def grade_student(student, nbs):
-        # One student's notebooks run one after another: concurrent autogrades of one student would race
-        # on the student's autograded folder and submission row. Parallelism is across students.
-        device = free.get()  # never waits: as many devices as threads
+    def worker(device):
+        # Notebooks run one at a time on this worker's GPU. The next one is started while this one runs
+        # and waits at its gate (start_notebook): its seconds of setting up are not spent in turn.
+        gpu_info = dict(info, gpu=names.get(device, info["gpu"]))
+        upcoming = _in_turn(students_left)
+
+        def start(job, gated):
+            if job is None:
+                return None
+            go = gates / f"{device or 'cpu'}-{next(numbers)}" if gated else None
+            return start_notebook(course, day, *job, env, gpu_info, device, why_not is None, go)
+
+        out, waiting = [], None
         try:
-            out = []
-            for nb in nbs:
-                run = autograde_notebook(course, day, student, nb, timeout_s, env,
-                                         dict(info, gpu=names.get(device, info["gpu"])), device,
-                                         sandboxed=why_not is None)
+            current = start(next(upcoming, None), gated=False)
+            while current is not None:
+                waiting = start(next(upcoming, None), gated=True)
+                run = finish_notebook(course, current, timeout_s)
                 out.append(run)
                 with lock:
                     done[0] += 1
-                    log(f"[{done[0]}/{total}] {student} {nb}: {run.status} ({run.seconds:.0f} s)"
+                    log(f"[{done[0]}/{total}] {run.student} {run.notebook}: {run.status} ({run.seconds:.0f} s)"
                         + (f" - {run.reason}" if run.reason else ""))
+                current, waiting = waiting, None
             return out
         finally:
-            free.put(device)
+            if waiting is not None:
+                abandon_notebook(waiting)
 
     start = time.monotonic()
     closed = sandbox.closed_workspace(root, log) if why_not is None else contextlib.nullcontext()
     try:
         with closed, concurrent.futures.ThreadPoolExecutor(max_workers=len(devices)) as pool:
-            for future in [pool.submit(grade_student, s, nbs) for s, nbs in todo]:
+            for future in [pool.submit(worker, device) for device in devices]:
                 runs += future.result()
     finally:
         _kill_orphans()

@@ -4,8 +4,9 @@ nbgrader executes a notebook in a Jupyter kernel that has the rights of whoever 
 could then read or rewrite other students' submissions in grading/, edit the gradebook, or signal the
 grader. When the grader runs as root (as it does in the project's container), `course-grader autograde`
 starts every kernel through this module instead: the launcher, still root, gives the kernel a private
-home folder and the notebook's own folder, then drops to a user id of its own (`kernel_uid`: unnamed,
-used by no account and by no other live kernel) and becomes the ordinary IPython kernel.
+home folder, then drops to a user id of its own (`kernel_uid`: unnamed, used by no account and by no
+other live kernel) and becomes the ordinary IPython kernel; nbgrader's process gives it the notebook's
+own folder before its first cell (`hand_over`).
 
 As that user the student's code can read the course's code (it must import `grader`, torch and triton)
 but not the grading workspace, which `closed_workspace` makes readable by the grader alone (the
@@ -169,25 +170,37 @@ def _drop(uid: int):
     return drop
 
 
+def hand_over(folder, uid: int) -> None:
+    """Make a notebook's folder under the autograded root its kernel's alone (`uid`, see kernel_uid).
+
+    nbgrader's process (grader.checker.headless) calls this before the kernel runs its first cell, not
+    the launcher: a kernel may be started while the notebook before it, in the same folder, still runs."""
+    autograded = os.environ.get(AUTOGRADED_ENV)
+    folder = Path(os.path.realpath(folder))
+    if autograded and folder.is_relative_to(os.path.realpath(autograded)) \
+            and folder != Path(os.path.realpath(autograded)):
+        os.chmod(folder.parent, 0o711)       # the student's folder: entered, not listed
+        os.chown(folder, uid, uid)           # the notebook's folder: this kernel's alone
+        os.chmod(folder, 0o700)
+
+
+# The kernel's command: ipykernel_launcher's, with torch imported first. Every notebook imports it (seconds
+# on a GPU machine), and a kernel started ahead of its turn (grader.pipeline.batch) then has it ready.
+KERNEL_MAIN = ("import sys; sys.path[0] == '' and sys.path.pop(0); import torch; "
+               "from ipykernel import kernelapp; kernelapp.launch_new_instance()")
+
+
 def launch(connection_file: str, extra: list) -> None:
-    """Become the kernel: private home and notebook folder, then a user of its own, then ipykernel
-    (this process is replaced)."""
+    """Become the kernel: a private home, a user of its own, then ipykernel (this process is replaced)."""
     uid = kernel_uid()
     home = Path(tempfile.mkdtemp(prefix="grader-kernel-", dir=os.environ.get("GRADER_SANDBOX_TMP")))
     connection = home / "connection.json"
     shutil.copy(connection_file, connection)
     for path in (home, connection):
         os.chown(path, uid, uid)
-    autograded = os.environ.get(AUTOGRADED_ENV)
-    notebook_dir = Path(os.path.realpath(os.getcwd()))
-    if autograded and notebook_dir.is_relative_to(os.path.realpath(autograded)) \
-            and notebook_dir != Path(os.path.realpath(autograded)):
-        os.chmod(notebook_dir.parent, 0o711)       # the student's folder: entered, not listed
-        os.chown(notebook_dir, uid, uid)           # the notebook's folder: this kernel's alone
-        os.chmod(notebook_dir, 0o700)
     env = _kernel_env(home)
     _drop(uid)()
-    os.execve(sys.executable, [sys.executable, "-m", "ipykernel_launcher", "-f", str(connection), *extra], env)
+    os.execve(sys.executable, [sys.executable, "-c", KERNEL_MAIN, "-f", str(connection), *extra], env)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from grader.student.checks import compile_ahead as checks_compile_ahead
 from grader.student.checks import (PLACEMENTS, SPACER_MIB, _as_tuple, _plain, _student_grads, _student_graph,
                                    no_saved_tensor_hooks, run_student, student_call, where_it_raised)
 from grader.student import integrity
-from grader.student.guard import FOREIGN_GPU_SHARE, foreign_gpu_work, watch
+from grader.student.guard import foreign_gpu_work, watch
 
 
 # The index that names the timed shape among a kernel exercise's cases.
@@ -145,8 +145,8 @@ def time_student(fn, key: str, dtype_name: str, seed: int, folder: str, request:
                     medians.append(timing.compare({"yours": call}, budget_ms=200 / PLACEMENTS)["yours"])
                 if placement == profiled_placement:
                     ran = call.profiled
-        names, share = foreign_gpu_work(ran, record.kernels)
-        if share > FOREIGN_GPU_SHARE:
+        names, share, allowed = foreign_gpu_work(ran, record.kernels)
+        if share > allowed:
             raise CheckFailed(f"{spec.title}: run as in the timed calls, your function spent {share:.0%} of its "
                               f"GPU time in kernels that are not its Triton kernels "
                               f"({', '.join(n[:80] for n in names[:3])}). The work must be done by your "
