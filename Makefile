@@ -56,7 +56,7 @@ lab-instructor: install
 
 # Unit tests, the nbgrader round trip, and every lecture notebook run top to bottom (nbval).
 test: install-test
-	$(BIN)/python -m pytest tests course --nbval-lax --nbval-current-env -p no:cacheprovider
+	$(BIN)/python -m pytest tests course --nbval-lax --nbval-current-env -p no:cacheprovider --durations=40
 
 test-fast: install-test
 	$(BIN)/python -m pytest tests -p no:cacheprovider --deselect tests/test_nbgrader_pipeline.py

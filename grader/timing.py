@@ -1,6 +1,7 @@
 """Time GPU work the way the grading rules say: medians of interleaved runs with a cold L2 cache.
 
-Everything here is about *measuring*; deciding what a time is worth lives in `grader.speed`.
+Everything here is about *measuring*; deciding what a time is worth lives in `grader.student.checks`
+(`SpeedResult`, `credit`) and the grading checker (`grader.checker.verdicts`).
 """
 from __future__ import annotations
 

@@ -172,6 +172,8 @@ esac
 # given and when it ran.
 FAKE_NBGRADER = """import os, sys, time
 go = os.environ.get("GRADER_GO_FILE")
+if go:
+    open(go + ".ready", "w").close()
 while go and not os.path.exists(go):
     time.sleep(0.01)
 start = time.time(); time.sleep(0.4)
@@ -245,3 +247,12 @@ def test_shards_split_the_class_into_disjoint_deterministic_shares(two_fake_gpus
     runs = batch.autograde_day(root, DAY, timeout_s=30, workers=1, shard=(1, 2), log=lambda *a: None)
     assert {r.student for r in runs} == {"frank"} and {c["student"] for c in _calls(two_fake_gpus.calls)} == {"frank"}
     assert (root / "grading" / f"runs-{DAY}-shard1of2.csv").exists()
+
+
+def test_notebooks_are_made_ready_ahead_only_where_cores_are_to_spare():
+    assert batch.notebooks_ahead([""], cores=2) == batch.AHEAD           # no GPU: nothing is timed
+    assert batch.notebooks_ahead(["0"], cores=16) == batch.AHEAD
+    assert batch.notebooks_ahead([str(i) for i in range(8)], cores=128) == batch.AHEAD
+    assert batch.notebooks_ahead(["0"], cores=4) == 1
+    assert batch.notebooks_ahead(["0"], cores=2) == 0                    # a small GPU machine: one at a time
+    assert batch.notebooks_ahead(["0", "1"], cores=4) == 0

@@ -18,5 +18,10 @@ docs/threat-model.md says what this stops and what it does not yet.
 # Marks a line of nbgrader's log that the batch copies into the instructor's run log (grader.pipeline.batch).
 FLAGGED = "grading checker flagged:"
 # A file the batch creates when a notebook may run (grader.pipeline.batch): until then its nbgrader process
-# gets everything ready (imports, the gradebook, the kernel with torch loaded) and runs no cell.
+# gets everything ready (imports, the gradebook, the kernel with torch loaded) and runs no cell. Once it
+# has set up the student's folder, it creates ready_file(that file): the batch then starts the next one.
 GO_ENV = "GRADER_GO_FILE"
+
+
+def ready_file(go):
+    return go.with_name(go.name + ".ready")

@@ -32,6 +32,7 @@ import importlib
 import os
 import threading
 import time
+from pathlib import Path
 from queue import Empty
 
 import nbformat
@@ -41,7 +42,7 @@ from nbclient.output_widget import OutputWidget
 from nbclient.util import run_sync
 from nbgrader.preprocessors import execute as nbgrader_execute
 
-from grader.checker import GO_ENV
+from grader.checker import GO_ENV, ready_file
 
 # How long one poll for a cell's reply waits before the socket is checked again (seconds).
 REPLY_POLL_S = 0.5
@@ -126,6 +127,10 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
         super().__init__(*args, **kwargs)
         self._secret_seed = os.environ.pop(SECRET_SEED_ENV, None)  # before any kernel starts
         self._go = os.environ.pop(GO_ENV, None)
+        if self._go is not None:
+            # nbgrader has set up the student's folder (copied the day's files) by now: the batch may
+            # start the next notebook, which does the same, while this one gets its kernel ready.
+            ready_file(Path(self._go)).touch()
         self._gate_passed = threading.Event()
         self._folder_owner = None     # the kernel user that has the notebook's folder
         self._checker = None

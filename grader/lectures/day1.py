@@ -21,6 +21,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
+from grader.hardware import peak_tflops
 from grader.lectures.drawing import figure_image, show_in
 
 # NVIDIA H100 SXM5 80GB, from NVIDIA's "H100 Tensor Core GPU" datasheet (dense, i.e. without the
@@ -28,7 +29,7 @@ from grader.lectures.drawing import figure_image, show_in
 H100_SXM = {
     "name": "H100 SXM",
     "bandwidth_tbs": 3.35,      # HBM3
-    "bf16_tflops": 989.0,       # tensor cores, dense bf16/fp16 (1,979 with sparsity)
+    "bf16_tflops": peak_tflops("H100 SXM"),   # tensor cores, dense bf16/fp16 (1,979 with sparsity)
     "fp32_tflops": 67.0,        # plain FP32 on the CUDA cores (no tensor cores)
 }
 

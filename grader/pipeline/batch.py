@@ -24,6 +24,7 @@ to a file, not a pipe that such a process could hold open.
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import csv
@@ -46,12 +47,25 @@ from urllib.parse import parse_qsl, urlsplit
 import psutil
 
 from grader.pipeline import sandbox
-from grader.checker import FLAGGED, GO_ENV
+from grader.checker import FLAGGED, GO_ENV, ready_file
 
 # How long a writer to a SQLite gradebook waits for another's lock before failing with "database is
 # locked". nbgrader's transactions last milliseconds; Python's default wait (5 s) is passed when an
 # instructor's tool (formgrader, a sqlite3 shell, a backup) holds the file for a while.
 SQLITE_BUSY_TIMEOUT_S = 300
+# How many notebooks a worker starts ahead of the one that runs: two, so that a notebook that takes a
+# second or two (a prediction exercise) does not leave the next one's seconds of setting up in turn.
+AHEAD = 2
+
+
+def notebooks_ahead(devices: list, cores: int | None = None) -> int:
+    """How many notebooks each worker gets ready ahead (AHEAD), fewer where their setting up (about one
+    CPU core each, for seconds) would share too few cores with a GPU that is timing kernels."""
+    if not devices[0]:
+        return AHEAD   # no GPU: nothing is timed
+    per_worker = (cores or os.cpu_count() or 1) // len(devices)
+    return max(0, min(AHEAD, per_worker // 2 - 1))
+WAIT_POLL_S = 0.1   # how often a worker looks at its running notebook (and starts the next ones)
 
 
 @dataclass
@@ -353,20 +367,31 @@ def abandon_notebook(started: Started) -> None:
     started.out.close()
 
 
-def finish_notebook(course: Course, started: Started, timeout_s: float) -> Run:
-    """Give a started notebook its turn and wait for it, killed past timeout_s (counted from its turn)."""
+def is_ready(started: Started) -> bool:
+    """Whether a started notebook's nbgrader has set up the student's folder (or has already ended)."""
+    return started.go is None or ready_file(started.go).exists() or started.proc.poll() is not None
+
+
+def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhile=lambda: None) -> Run:
+    """Give a started notebook its turn and wait for it, killed past timeout_s (counted from its turn).
+    `meanwhile` is called about every WAIT_POLL_S while it runs."""
     start = time.monotonic()
     if started.go is not None:
         started.go.touch()
     proc, day, student, notebook = started.proc, started.day, started.student, started.notebook
     with started.out as out:
         try:
-            proc.wait(timeout=timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            _kill_tree(proc.pid)
-            proc.wait(timeout=30)
             timed_out = True
+            while time.monotonic() - start < timeout_s:
+                try:
+                    proc.wait(timeout=min(WAIT_POLL_S, max(0.0, timeout_s - (time.monotonic() - start))))
+                    timed_out = False
+                    break
+                except subprocess.TimeoutExpired:
+                    meanwhile()
+            if timed_out:
+                _kill_tree(proc.pid)
+                proc.wait(timeout=30)
         finally:
             _forget(started)
             _kill_orphans()
@@ -484,34 +509,39 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
     gates = scratch / "gates"   # the grader's alone: no kernel can open another notebook's gate
     gates.mkdir(mode=0o700)
     lock, done, numbers = threading.Lock(), [0], itertools.count()
+    ahead = notebooks_ahead(devices)
 
     def worker(device):
-        # Notebooks run one at a time on this worker's GPU. The next one is started while this one runs
-        # and waits at its gate (start_notebook): its seconds of setting up are not spent in turn.
+        # Notebooks run one at a time on this worker's GPU. The next ones (AHEAD) are started while one
+        # runs and wait at their gates (start_notebook): their seconds of setting up are not spent in turn.
         gpu_info = dict(info, gpu=names.get(device, info["gpu"]))
         upcoming = _in_turn(students_left)
 
-        def start(job, gated):
-            if job is None:
-                return None
-            go = gates / f"{device or 'cpu'}-{next(numbers)}" if gated else None
-            return start_notebook(course, day, *job, env, gpu_info, device, why_not is None, go)
+        def top_up():
+            # One notebook sets up at a time (nbgrader copies the day's files into the student's folder):
+            # the next starts once the last one started has done so (is_ready).
+            while len(started) <= ahead and (not started or is_ready(started[-1])):
+                job = next(upcoming, None)
+                if job is None:
+                    return
+                go = gates / f"{device or 'cpu'}-{next(numbers)}"
+                started.append(start_notebook(course, day, *job, env, gpu_info, device, why_not is None, go))
 
-        out, waiting = [], None
+        out, started = [], collections.deque()   # started[0] runs (or is next), the others wait
         try:
-            current = start(next(upcoming, None), gated=False)
-            while current is not None:
-                waiting = start(next(upcoming, None), gated=True)
-                run = finish_notebook(course, current, timeout_s)
+            top_up()
+            while started:
+                run = finish_notebook(course, started[0], timeout_s, meanwhile=top_up)
+                started.popleft()
                 out.append(run)
                 with lock:
                     done[0] += 1
                     log(f"[{done[0]}/{total}] {run.student} {run.notebook}: {run.status} ({run.seconds:.0f} s)"
                         + (f" - {run.reason}" if run.reason else ""))
-                current, waiting = waiting, None
+                top_up()
             return out
         finally:
-            if waiting is not None:
+            for waiting in started:
                 abandon_notebook(waiting)
 
     start = time.monotonic()

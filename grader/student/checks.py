@@ -258,7 +258,7 @@ def compile_ahead(spec, fn, cases, device: str) -> int:
     Decides nothing: whatever goes wrong here, the checked case reports. Returns how many cases it got
     through (none where Triton cannot compile ahead: in the interpreter, or before Triton 3.6)."""
     import signal
-    done = 0
+    done, returned = 0, False
 
     def out_of_time(signum, frame):
         raise _OutOfTime
@@ -277,11 +277,13 @@ def compile_ahead(spec, fn, cases, device: str) -> int:
                 with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()), \
                         contextlib.redirect_stderr(io.StringIO()):
                     _call_once(spec, fn, shape, dtype, device)
+                    returned = True
                 done += 1
             # The guard's dispatch mode imports torch._dynamo when it first sees an operation (PyTorch
             # wraps every mode's __torch_dispatch__ so): seconds of Python, done here while the
-            # compiler threads work, rather than in the first checked case.
-            if "torch._dynamo" not in sys.modules:
+            # compiler threads work, rather than in the first checked case. Not for a function that
+            # only raised (one not written yet): its cases fail before any operation.
+            if returned and "torch._dynamo" not in sys.modules:
                 with contextlib.suppress(Exception):
                     import torch._dynamo  # noqa: F401
         except _OutOfTime:
