@@ -58,8 +58,9 @@ lab-instructor: install
 test: install-test
 	$(BIN)/python -m pytest tests course --nbval-lax --nbval-current-env -p no:cacheprovider --durations=40
 
+# The unit tests only: no nbgrader pipeline, browser or PostgreSQL (tests/conftest.py marks them).
 test-fast: install-test
-	$(BIN)/python -m pytest tests -p no:cacheprovider --deselect tests/test_nbgrader_pipeline.py
+	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not e2e and not browser and not postgres"
 
 exercises: install
 	$(BIN)/python -m grader release $(DAYS)

@@ -13,7 +13,33 @@ DEVICE = grader.setup(quiet=True)
 REPO = Path(__file__).resolve().parent.parent
 
 on_cpu_only = pytest.mark.skipif(DEVICE.is_gpu, reason="checks the behaviour without a GPU")
-on_gpu_only = pytest.mark.skipif(not DEVICE.is_gpu, reason="needs a CUDA GPU")
+
+
+def needs_gpu(reason: str = "needs a CUDA GPU"):
+    """Marks a test `gpu` and skips it without one (`pytest -m gpu` on a GPU machine runs just these)."""
+    def mark(test):
+        return pytest.mark.gpu(pytest.mark.skipif(not DEVICE.is_gpu, reason=reason)(test))
+    return mark
+
+
+on_gpu_only = needs_gpu()
+
+# What a test file needs beyond Python and the CPU, as markers (pyproject.toml describes them):
+# `make test-fast` leaves these files out, `make test` and CI run everything.
+FILES_MARKED = {
+    "e2e": {"test_adversarial_batch", "test_batch", "test_checker", "test_cli", "test_colab_runtime",
+            "test_headless", "test_isolation", "test_nbgrader_pipeline", "test_parallel_batch",
+            "test_redteam", "test_student_edition"},
+    "browser": {"test_browser"},
+    "postgres": {"test_gradebook_postgres"},
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for marker, files in FILES_MARKED.items():
+            if item.path.stem in files:
+                item.add_marker(marker)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import torch
 
 from grader.compare import is_poison
 from grader.student.guard import watch
-from conftest import DEVICE
+from conftest import DEVICE, needs_gpu
 import kernels
 
 
@@ -219,7 +219,7 @@ def test_an_autotuners_candidates_are_compiled_once_for_each_new_key():
     assert _new_key(tuner, (x, 8), {}) is None                 # the autotuner has chosen already
 
 
-@pytest.mark.skipif(not DEVICE.is_gpu, reason="compiling ahead needs a GPU (the interpreter compiles nothing)")
+@needs_gpu("compiling ahead needs a GPU (the interpreter compiles nothing)")
 def test_autotune_candidates_compiled_ahead_give_the_same_launch_and_result():
     import triton
     import triton.language as tl
@@ -258,7 +258,7 @@ def test_compile_only_changes_nothing_in_the_interpreter(tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["cases"] == 0
 
 
-@pytest.mark.skipif(not DEVICE.is_gpu, reason="compiling ahead needs a GPU (the interpreter compiles nothing)")
+@needs_gpu("compiling ahead needs a GPU (the interpreter compiles nothing)")
 def test_compile_only_compiles_every_case_and_runs_nothing():
     import triton
     import triton.language as tl
@@ -297,7 +297,7 @@ def test_compile_only_compiles_every_case_and_runs_nothing():
     assert len(triple.fn.device_caches[device][0]) == compiled_tuned
 
 
-@pytest.mark.skipif(not DEVICE.is_gpu, reason="compiling ahead needs a GPU (the interpreter compiles nothing)")
+@needs_gpu("compiling ahead needs a GPU (the interpreter compiles nothing)")
 def test_compiling_ahead_stops_a_function_that_waits_for_its_kernel(tmp_path, monkeypatch):
     import json
     import triton
@@ -317,7 +317,7 @@ def test_compiling_ahead_stops_a_function_that_waits_for_its_kernel(tmp_path, mo
     torch.testing.assert_close(add_and_wait(x, x), x + x)   # and the alarm is gone
 
 
-@pytest.mark.skipif(not DEVICE.is_gpu, reason="autotuning benchmarks on a GPU")
+@needs_gpu("autotuning benchmarks on a GPU")
 def test_correctness_checks_tune_quickly_speed_checks_as_triton_does(monkeypatch):
     import triton
     import triton.language as tl

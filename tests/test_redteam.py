@@ -29,7 +29,7 @@ import triton.language as tl
 import grader
 import classroom
 from adversarial_class import cell, filled, insert_before
-from conftest import DEVICE, REPO, nbgrader
+from conftest import DEVICE, REPO, nbgrader, needs_gpu
 from grader.pipeline import batch, code_rules, sandbox, submissions
 from grader.compare import CheckFailed
 
@@ -588,7 +588,7 @@ def _add_with_pytorch_when_unwatched(x, y):
     return torch.add(x, y)
 
 
-@pytest.mark.skipif(not DEVICE.is_gpu, reason="the profiler sees GPU kernels")
+@needs_gpu("the profiler sees GPU kernels")
 def test_a_function_that_computes_with_pytorch_only_when_unwatched_gets_no_time(tmp_path):
     import kernels
     honest = _timed_result(kernels.add, tmp_path)
@@ -598,7 +598,7 @@ def test_a_function_that_computes_with_pytorch_only_when_unwatched_gets_no_time(
     assert not cheat["ok"] and "not its Triton kernels" in cheat["message"], cheat
 
 
-@pytest.mark.skipif(not DEVICE.is_gpu, reason="timing runs on a GPU")
+@needs_gpu("timing runs on a GPU")
 def test_a_function_that_skips_the_work_in_half_of_its_timed_runs_gets_no_time(tmp_path):
     # Skipping every other run would halve the median if nobody looked; four runs of each of the four
     # placements are checked, chosen at random: it escapes all sixteen with a chance of 2^-16.
