@@ -9,9 +9,9 @@ versions it ran on, in grading/runs-<day>.csv.
 
 Workers: one per visible GPU by default. Each worker runs one notebook at a time and gives its nbgrader
 CUDA_VISIBLE_DEVICES=<its GPU>, so two notebooks never run on one GPU and never disturb each other's
-timings. The next notebook's nbgrader is started while one runs: it imports, reads the gradebook and
-starts its kernel (which loads torch), seconds of CPU work on a GPU machine, then waits at its gate
-(a file in the batch's own folder) and touches the GPU only once that notebook has ended. Without a GPU
+timings. The next notebooks' nbgrader (AHEAD) are started while one runs: each imports, reads the
+gradebook and starts its kernel (which loads torch), seconds of CPU work on a GPU machine, then waits at
+its gate (a file in the batch's own folder) and touches the GPU only once the notebook before has ended. Without a GPU
 the default is one worker; more may be asked for (correctness only is graded).
 The gradebook (SQLite or PostgreSQL) and grading on several machines (--shard): docs/grading-at-scale.md.
 
@@ -56,6 +56,7 @@ SQLITE_BUSY_TIMEOUT_S = 300
 # How many notebooks a worker starts ahead of the one that runs: two, so that a notebook that takes a
 # second or two (a prediction exercise) does not leave the next one's seconds of setting up in turn.
 AHEAD = 2
+WAIT_POLL_S = 0.1   # how often a worker looks at its running notebook (and starts the next ones)
 
 
 def notebooks_ahead(devices: list, cores: int | None = None) -> int:
@@ -65,7 +66,6 @@ def notebooks_ahead(devices: list, cores: int | None = None) -> int:
         return AHEAD   # no GPU: nothing is timed
     per_worker = (cores or os.cpu_count() or 1) // len(devices)
     return max(0, min(AHEAD, per_worker // 2 - 1))
-WAIT_POLL_S = 0.1   # how often a worker looks at its running notebook (and starts the next ones)
 
 
 @dataclass
@@ -338,7 +338,7 @@ class Started:
     info: dict
     device: str
     sandboxed: bool
-    go: Path | None = None      # created when it may run (grader.checker.headless.GO_ENV)
+    go: Path | None = None      # created when it may run (grader.checker.GO_ENV)
 
 
 def start_notebook(course: Course, day: str, student: str, notebook: str, env: dict, info: dict,
@@ -381,13 +381,15 @@ def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhil
     proc, day, student, notebook = started.proc, started.day, started.student, started.notebook
     with started.out as out:
         try:
-            timed_out = True
-            while time.monotonic() - start < timeout_s:
+            while True:
                 try:
-                    proc.wait(timeout=min(WAIT_POLL_S, max(0.0, timeout_s - (time.monotonic() - start))))
+                    proc.wait(timeout=WAIT_POLL_S)
                     timed_out = False
                     break
                 except subprocess.TimeoutExpired:
+                    if time.monotonic() - start >= timeout_s:
+                        timed_out = True
+                        break
                     meanwhile()
             if timed_out:
                 _kill_tree(proc.pid)
@@ -512,7 +514,7 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
     ahead = notebooks_ahead(devices)
 
     def worker(device):
-        # Notebooks run one at a time on this worker's GPU. The next ones (AHEAD) are started while one
+        # Notebooks run one at a time on this worker's GPU. The next ones (`ahead`) are started while one
         # runs and wait at their gates (start_notebook): their seconds of setting up are not spent in turn.
         gpu_info = dict(info, gpu=names.get(device, info["gpu"]))
         upcoming = _in_turn(students_left)
