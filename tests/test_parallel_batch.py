@@ -115,6 +115,14 @@ def test_the_next_notebook_runs_no_cell_before_the_one_before_it_has_ended(grade
         assert end < next_start, spans
 
 
+def test_a_notebook_started_ahead_keeps_its_submission_from_other_kernels(tmp_path):
+    # nbgrader copies the submission in while the notebook before (another student's) still runs.
+    from grader.pipeline import sandbox
+    folder = tmp_path / "autograded" / "bob" / DAY
+    sandbox.close_ahead(folder)
+    assert folder.stat().st_mode & 0o777 == 0o700 and folder.parent.stat().st_mode & 0o777 == 0o711
+
+
 def test_two_workers_grade_the_class_to_the_same_csvs_as_one(graded, pristine, tmp_path):
     root = _copy(pristine, tmp_path / "course")  # a fresh gradebook: no earlier grade can hide a lost one
     start = time.monotonic()

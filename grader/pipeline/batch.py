@@ -346,6 +346,8 @@ def start_notebook(course: Course, day: str, student: str, notebook: str, env: d
     """Start one notebook's nbgrader in a process tree of its own. With `go`, nbgrader gets ready (imports,
     gradebook, its kernel with torch loaded) and runs no cell until finish_notebook creates that file."""
     env = dict(env, **({"CUDA_VISIBLE_DEVICES": device} if device else {}), **({GO_ENV: str(go)} if go else {}))
+    if sandboxed:
+        sandbox.close_ahead(course.autograded / student / day)
     # Output to a file: a process the notebook leaves behind could hold a pipe open for ever.
     out = tempfile.TemporaryFile("w+")
     with _ACTIVE_LOCK:  # started and registered at once: another worker's clean-up must not see it unregistered

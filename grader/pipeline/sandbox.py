@@ -170,6 +170,16 @@ def _drop(uid: int):
     return drop
 
 
+def close_ahead(folder: Path) -> None:
+    """Before nbgrader copies a submission into a notebook's folder: the folder the grader's alone (and
+    its student's folder entered, not listed). Made now, not at hand_over: a notebook started ahead of
+    its turn has its submission there while another student's kernel runs (a red team read it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder.parent, 0o711)
+    if folder.stat().st_uid == 0:     # one that a running kernel of the same student has stays its own
+        os.chmod(folder, 0o700)
+
+
 def hand_over(folder, uid: int) -> None:
     """Make a notebook's folder under the autograded root its kernel's alone (`uid`, see kernel_uid).
 
