@@ -38,7 +38,7 @@ $(VENV)/.installed: $(BIN)/activate pyproject.toml
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-# What the test suite needs beyond that (a browser driver, a PostgreSQL driver).
+# What the test suite needs beyond that (a browser driver, a PostgreSQL driver, pytest-xdist).
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
@@ -54,13 +54,18 @@ lab: install
 lab-instructor: install
 	$(BIN)/jupyter lab --notebook-dir=. $(LAB_FLAGS)
 
+# Test files run in TEST_WORKERS processes (pytest-xdist), a file's tests in one of them (its shared
+# fixtures are built once, a notebook's cells run in order in one kernel). Two by default: CI's cores.
+TEST_WORKERS ?= 2
+PARALLEL = -n $(TEST_WORKERS) --dist loadfile
+
 # Unit tests, the nbgrader round trip, and every lecture notebook run top to bottom (nbval).
 test: install-test
-	$(BIN)/python -m pytest tests course --nbval-lax --nbval-current-env -p no:cacheprovider --durations=40
+	$(BIN)/python -m pytest tests course --nbval-lax --nbval-current-env -p no:cacheprovider --durations=40 $(PARALLEL)
 
 # The unit tests only: no nbgrader pipeline, browser or PostgreSQL (tests/conftest.py marks them).
 test-fast: install-test
-	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not e2e and not browser and not postgres"
+	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not e2e and not browser and not postgres" $(PARALLEL)
 
 exercises: install
 	$(BIN)/python -m grader release $(DAYS)

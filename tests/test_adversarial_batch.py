@@ -17,6 +17,9 @@ from conftest import DEVICE, nbgrader
 # ADVERSARIAL_DAYS=day1 grades part of the class (to fit a short GPU lease).
 DAYS = [d for d in NOTEBOOKS if d in os.environ.get("ADVERSARIAL_DAYS", ",".join(NOTEBOOKS)).split(",")]
 COLUMN = 2 if DEVICE.is_gpu else 1
+# Without a GPU, two workers (as many as CI's cores): the notebook that never ends holds one of them until
+# its time limit while the other grades the class. On a GPU, one worker per GPU (the batch's default).
+WORKERS = None if DEVICE.is_gpu else 2
 # ADVERSARIAL_STUDENTS=d1_spins,d1_crashes grades only those (to check one case on a GPU).
 ONLY = set(filter(None, os.environ.get("ADVERSARIAL_STUDENTS", "").split(",")))
 
@@ -47,7 +50,7 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
         for day in DAYS:
             # The time limit is per notebook: the slowest honest one takes about 30 s on a CPU.
             runs += batch.autograde_day(course_copy, day, timeout_s=float(os.environ.get("ADVERSARIAL_TIMEOUT", 150)),
-                                        log=lambda *a: None)
+                                        workers=WORKERS, log=lambda *a: None)
         return runs, _scores(course_copy)
 
     runs, scores = grade()
