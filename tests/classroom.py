@@ -3,12 +3,12 @@ them in (right, untouched, or with a kernel that never ends), and the scores nbg
 from __future__ import annotations
 
 import csv
-import shutil
 from pathlib import Path
 
 import nbformat
 
 from conftest import REPO, nbgrader
+from grader.course import Course
 
 DAY = "day1"
 # Points per day1 notebook without a GPU (the speed cells need one): 8 of 14 for the day.
@@ -21,11 +21,7 @@ SPIN_BODY = ["    i = 0", "    while i >= 0:", "        i += 1"]
 
 def copy_course(root: Path) -> Path:
     """A throwaway copy of the course (as conftest's course_copy fixture makes), for wider-scoped fixtures."""
-    root.mkdir(parents=True)
-    shutil.copy(REPO / "nbgrader_config.py", root)
-    for folder in ("solutions", "exercises"):
-        shutil.copytree(REPO / folder, root / folder)
-    return root
+    return Course.of(REPO).scratch_copy(root).root
 
 
 def untouched(day, name):

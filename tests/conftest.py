@@ -1,13 +1,11 @@
 """Shared set-up: the grader picks the device before any test module defines a Triton kernel."""
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import grader
+from grader.course import Course
 
 DEVICE = grader.setup(quiet=True)
 REPO = Path(__file__).resolve().parent.parent
@@ -45,22 +43,12 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture
 def course_copy(tmp_path):
     """A throwaway copy of the course (config, solutions, exercises) to run nbgrader in."""
-    root = tmp_path / "course"
-    root.mkdir()
-    shutil.copy(REPO / "nbgrader_config.py", root)
-    for folder in ("solutions", "exercises"):
-        shutil.copytree(REPO / folder, root / folder)
-    return root
+    return Course.of(REPO).scratch_copy(tmp_path / "course").root
 
 
 def nbgrader(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run one nbgrader command in a course folder, with the current Python environment."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    # nbgrader runs `alembic` from PATH: the environment's own scripts must come first.
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    env.pop("NBGRADER_EXECUTION", None)
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=env,
-                          capture_output=True, text=True)
+    proc = Course.of(root).nbgrader(*args)
     if check and proc.returncode != 0:
         raise AssertionError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc

@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 
+from grader.course import Course
 from grader.pipeline import batch, failure_feedback, submissions
 from adversarial_class import EXPECTED, NOTEBOOKS, hand_in
 from conftest import DEVICE, nbgrader
@@ -70,7 +71,7 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
         assert status[("d1_spins", "vector_add")].status == "timed out"
         assert "scored 0" in status[("d1_spins", "vector_add")].reason
         # ... and its student still gets feedback, which nbgrader has none for: what happened, what to check
-        failure_feedback.write(course_copy, "day1")
+        failure_feedback.write(Course.of(course_copy), "day1")
         page = (course_copy / "grading" / "feedback" / "d1_spins" / "day1" / "vector_add.html").read_text()
         assert "still running after" in page and "loop" in page
         # Reading 4 TB out of bounds: in the interpreter the grader stops the load before it happens (it

@@ -6,7 +6,6 @@ machine with two GPUs); grading it again changes nothing.
 """
 import copy
 import csv
-import shutil
 import subprocess
 import sys
 

@@ -1,6 +1,5 @@
 """The correctness, speed and prediction checks that test cells call, each rule both ways."""
 import pytest
-import torch
 
 import grader
 from grader.student import checks

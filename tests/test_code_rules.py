@@ -1,5 +1,4 @@
 """The submission rules that sanitize applies to a student's cells, each both ways."""
-from pathlib import Path
 
 import nbformat
 import pytest

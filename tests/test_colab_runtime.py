@@ -9,8 +9,6 @@ The torch here is the CPU build of the course's pinned version (PyPI has no CPU 
 Colab's CUDA build is several GB): what is simulated is Colab's environment and the install path.
 """
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +17,9 @@ import nbformat
 import pytest
 
 import classroom
-from conftest import REPO, nbgrader
+from conftest import nbgrader
 from grader import colab
+from grader.course import Course
 from grader.pipeline import batch, edition, submissions
 
 # What Colab's runtime has that the notebooks use (its ipywidgets is 7.x), and nothing of the course.
@@ -124,7 +123,7 @@ def test_an_exercise_done_in_colab_grades_through_the_pipeline(runtime, tmp_path
 
     root = classroom.copy_course(tmp_path / "course")
     nbgrader(root, "generate_assignment", "day1", "--force")
-    report = submissions.collect(download.parent, "day1", batch.notebooks_of(root, "day1"),
+    report = submissions.collect(download.parent, "day1", Course.of(root).notebooks("day1"),
                                  root / "grading" / "submitted")
     assert [(s, n) for _, s, n in report.copied] == [("zoe", "vector_add")], report.summary()
     submissions.sanitize_day(root / "grading" / "submitted", root / "exercises" / "day1", "day1")

@@ -3,7 +3,7 @@ import os
 import sys
 
 from grader.pipeline import doctor
-from conftest import DEVICE, REPO, on_cpu_only
+from conftest import REPO, on_cpu_only
 
 
 def _by_prefix(findings, prefix):

@@ -1,24 +1,30 @@
 """A notebook whose grading did not finish still gets feedback: what happened and what to check."""
 import csv
+import shutil
 
+from conftest import REPO
+from grader.course import Course
 from grader.pipeline import failure_feedback
 from grader.pipeline.batch import Run
 
 FIELDS = list(Run.__dataclass_fields__)
 
 
-def _runs(root, rows):
-    (root / "grading").mkdir(parents=True)
-    with open(root / "grading" / "runs-day1.csv", "w", newline="") as f:
+def _runs(root, rows) -> Course:
+    """A course in `root` whose day 1 run log holds `rows`."""
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    course = Course.of(root)
+    with open(course.grading / "runs-day1.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
         for student, notebook, status, reason in rows:
             writer.writerow(dict.fromkeys(FIELDS, "") | dict(student=student, day="day1", notebook=notebook,
                                                              status=status, seconds="1", reason=reason))
+    return course
 
 
 def test_a_notebook_that_died_or_ran_too_long_gets_a_page_that_explains(tmp_path):
-    _runs(tmp_path, [
+    course = _runs(tmp_path, [
         ("ann", "vector_add", "timed out", "still running after 900 s (an endless loop or a hung kernel?): scored 0"),
         ("bob", "vector_add", "failed", "[AutogradeApp | ERROR] DeadKernelError: Kernel died | "
                                         "Traceback (most recent call last): scored 0"),
@@ -27,7 +33,7 @@ def test_a_notebook_that_died_or_ran_too_long_gets_a_page_that_explains(tmp_path
         ("dee", "vector_add", "graded", ""),
         ("eve", "bias_gelu", "not submitted", "not handed in: scored 0"),
     ])
-    written = failure_feedback.write(tmp_path, "day1")
+    written = failure_feedback.write(course, "day1")
     feedback = tmp_path / "grading" / "feedback"
     assert sorted(p.relative_to(feedback).as_posix() for p in written) == [
         "ann/day1/vector_add.html", "bob/day1/vector_add.html", "cy/day1/bias_gelu.html"]
@@ -42,6 +48,6 @@ def test_a_notebook_that_died_or_ran_too_long_gets_a_page_that_explains(tmp_path
 
 
 def test_nothing_is_written_when_every_notebook_finished(tmp_path):
-    _runs(tmp_path, [("ann", "vector_add", "graded", "")])
-    assert failure_feedback.write(tmp_path, "day1") == []
+    course = _runs(tmp_path, [("ann", "vector_add", "graded", "")])
+    assert failure_feedback.write(course, "day1") == []
     assert not (tmp_path / "grading" / "feedback").exists()

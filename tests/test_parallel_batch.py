@@ -24,6 +24,7 @@ import pytest
 
 from classroom import CPU_POINTS, DAY, copy_course, exported, filled, spinning, submit
 from conftest import DEVICE, nbgrader
+from grader.course import Course
 from grader.pipeline import batch, cli
 
 pytestmark = pytest.mark.skipif(DEVICE.is_gpu, reason="expected scores are those without a GPU")
@@ -139,7 +140,7 @@ def test_two_workers_grade_the_class_to_the_same_csvs_as_one(graded, pristine, t
 def test_a_notebook_killed_on_a_regrade_loses_the_score_of_the_earlier_run(graded):
     root = graded.root  # alice's bias_gelu was graded right (3 points)
     submit(root, "alice", DAY, "bias_gelu", spinning(DAY, "bias_gelu"))  # she hands in a broken version
-    run = batch.autograde_notebook(batch.Course.of(root), DAY, "alice", "bias_gelu", 10, batch.grading_env(),
+    run = batch.autograde_notebook(Course.of(root), DAY, "alice", "bias_gelu", 10, batch.grading_env(),
                                    batch.machine())
     assert run.status == "timed out"
     assert exported(root)["alice"] == 8.0 - CPU_POINTS["bias_gelu"]
@@ -155,7 +156,7 @@ def test_a_gradebook_locked_longer_than_sqlites_default_wait_does_not_fail_a_not
     release = threading.Timer(15, db.execute, ["COMMIT"])
     release.start()
     try:
-        run = batch.autograde_notebook(batch.Course.of(graded.root), DAY, "heidi", "vector_add", TIMEOUT_S,
+        run = batch.autograde_notebook(Course.of(graded.root), DAY, "heidi", "vector_add", TIMEOUT_S,
                                        batch.grading_env(), batch.machine())
     finally:
         release.join()

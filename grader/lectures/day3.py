@@ -23,7 +23,6 @@ some panels for longer, but the comparison between orders comes out the same way
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 
 from grader.lectures.drawing import figure_image, show_in
 from matplotlib.patches import Rectangle

@@ -42,17 +42,13 @@ import time
 from dataclasses import asdict, dataclass, fields
 from importlib import metadata
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
 
 import psutil
 
-from grader.pipeline import sandbox
 from grader.checker import FLAGGED, GO_ENV, ready_file
+from grader.course import Course
+from grader.pipeline import sandbox
 
-# How long a writer to a SQLite gradebook waits for another's lock before failing with "database is
-# locked". nbgrader's transactions last milliseconds; Python's default wait (5 s) is passed when an
-# instructor's tool (formgrader, a sqlite3 shell, a backup) holds the file for a while.
-SQLITE_BUSY_TIMEOUT_S = 300
 # How many notebooks a worker starts ahead of the one that runs: two, so that a notebook that takes a
 # second or two (a prediction exercise) does not leave the next one's seconds of setting up in turn.
 AHEAD = 2
@@ -182,33 +178,6 @@ def shard_of(students: list, k: int, n: int) -> list:
     """Student k, k+n, k+2n, ... of the sorted class: every shard gets the same list from the same
     submissions, shares differ in size by one at most, and each student is in exactly one."""
     return sorted(students)[k::n]
-
-
-@dataclass(frozen=True)
-class Course:
-    """Where nbgrader keeps this course's grades, read from nbgrader_config.py as nbgrader reads it."""
-    root: Path
-    db_url: str          # SQLite with a long busy timeout, or the PostgreSQL URL from NBGRADER_DB_URL
-    autograded: Path     # autograded/<student>/<day>/<notebook>.ipynb
-    course_id: str       # "" unless the config names the course
-
-    @classmethod
-    def of(cls, root) -> "Course":
-        from traitlets.config.loader import PyFileConfigLoader
-        root = Path(root).resolve()
-        config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config().CourseDirectory
-        home = Path(config.get("root", root))
-        url = config.get("db_url") or f"sqlite:///{home / 'gradebook.db'}"  # nbgrader's own default
-        return cls(root, with_busy_timeout(url), home / config.get("autograded_directory", "autograded"),
-                   config.get("course_id", ""))
-
-
-def with_busy_timeout(url: str) -> str:
-    """A SQLite URL with a long busy timeout (SQLAlchemy passes ?timeout= to sqlite3.connect);
-    other databases' URLs unchanged."""
-    if not url.startswith("sqlite") or "timeout" in dict(parse_qsl(urlsplit(url).query)):
-        return url
-    return f"{url}{'&' if '?' in url else '?'}timeout={SQLITE_BUSY_TIMEOUT_S}"
 
 
 def _gradebook(course: Course):
@@ -445,19 +414,9 @@ def flags_in(log: str) -> str:
     return "; ".join(f"flagged: {f}" for f in flagged)[:500]
 
 
-def students_of(root: Path, day: str) -> list:
-    submitted = root / "grading" / "submitted"
-    return sorted(p.name for p in submitted.iterdir() if (p / day).is_dir()) if submitted.is_dir() else []
-
-
-def notebooks_of(root: Path, day: str) -> list:
-    """The day's notebooks, as released (the names nbgrader knows)."""
-    return sorted(p.stem for p in (root / "exercises" / day).glob("*.ipynb"))
-
-
-def runs_path(root: Path, day: str, shard=None) -> Path:
+def runs_path(course: Course, day: str, shard=None) -> Path:
     name = f"runs-{day}.csv" if shard is None else f"runs-{day}-shard{shard[0]}of{shard[1]}.csv"
-    return Path(root) / "grading" / name
+    return course.grading / name
 
 
 def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, workers=None, shard=None,
@@ -467,12 +426,12 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
     timeout_s bounds each notebook. workers defaults to one per visible GPU (one without a GPU).
     Returns one Run per (student, notebook), sorted, and writes them to grading/runs-<day>[-shard].csv.
     """
-    root = Path(root)
-    students = students or students_of(root, day)
+    course = Course.of(root)
+    students = students or course.students(day)
     if shard is not None:
         students = shard_of(students, *shard)
     devices = worker_devices(workers, visible_gpus())
-    course, env, info, names = Course.of(root), grading_env(), machine(), gpu_names()
+    env, info, names = grading_env(), machine(), gpu_names()
     log(f"autograding {day} for {len(students)} students"
         + (f" (shard {shard[0]}/{shard[1]})" if shard else "")
         + f" on {info['gpu']} with {len(devices)} worker(s)"
@@ -490,10 +449,10 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
             "PostgreSQL gradebook (NBGRADER_DB_URL, see docs/grading-at-scale.md)")
     prepare_gradebook(course, day, students)
 
-    released = notebooks_of(root, day)
+    released = course.notebooks(day)
     todo, runs = [], []
     for student in students:
-        handed_in = {p.stem for p in (root / "grading" / "submitted" / student / day).glob("*.ipynb")}
+        handed_in = {p.stem for p in (course.submitted / student / day).glob("*.ipynb")}
         todo.append((student, [nb for nb in released if nb in handed_in]))
         # nbgrader itself gives a notebook that was not handed in 0 (when it grades the student's others).
         runs += [Run(student, day, nb, "not submitted", 0.0, "not handed in: scored 0", gpu="", gpu_index="",
@@ -549,7 +508,7 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
                 abandon_notebook(waiting)
 
     start = time.monotonic()
-    closed = sandbox.closed_workspace(root, log) if why_not is None else contextlib.nullcontext()
+    closed = sandbox.closed_workspace(course, log) if why_not is None else contextlib.nullcontext()
     try:
         with closed, concurrent.futures.ThreadPoolExecutor(max_workers=len(devices)) as pool:
             for future in [pool.submit(worker, device) for device in devices]:
@@ -560,7 +519,7 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
         shutil.rmtree(scratch, ignore_errors=True)
     runs.sort(key=lambda r: (r.student, r.notebook))
 
-    path = runs_path(root, day, shard)
+    path = runs_path(course, day, shard)
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=[field.name for field in fields(Run)])
         writer.writeheader()

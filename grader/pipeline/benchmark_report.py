@@ -12,7 +12,7 @@ import datetime
 import statistics
 from pathlib import Path
 
-from grader.course import REPO
+from grader.course import REPO, Course
 
 
 SLOW_FACTOR = 3
@@ -38,8 +38,9 @@ def measure(repeats: int, slow_repeats: int, log=print) -> tuple:
     from grader.pipeline import notebooks
 
     speed_rows, prediction_rows, backend_lines = [], [], []
-    for day in sorted(p.name for p in (REPO / "solutions").glob("day*")):
-        for path in sorted((REPO / "solutions" / day).glob("*.ipynb")):
+    course = Course.of(REPO)
+    for day in course.days():
+        for path in sorted((course.source / day).glob("*.ipynb")):
             calls = notebooks.graded_calls(path)
             if not any(kind in ("check_speed", "check_prediction_on_gpu") for kind, _, _ in calls):
                 continue

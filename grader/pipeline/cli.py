@@ -22,15 +22,21 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
+import functools
 import sys
 from pathlib import Path
 
-from grader.course import REPO
+from grader.course import REPO, Course
+
+
+@functools.cache
+def course() -> Course:
+    """The course this command line works on: the repository it is installed from."""
+    return Course.of(REPO)
 
 
 def days() -> list:
-    return sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
+    return course().days()
 
 
 def unknown_day(day: str, command: str) -> bool:
@@ -44,12 +50,11 @@ def unknown_day(day: str, command: str) -> bool:
 def missing_step(day: str, command: str) -> bool:
     """True (having said so) when the step before this one has not been run for the day: sanitize and
     autograde need collected submissions, report needs autograded notebooks."""
-    from grader.pipeline import batch
-    if command in ("sanitize", "autograde") and not batch.students_of(REPO, day):
+    if command in ("sanitize", "autograde") and not course().students(day):
         print(f"course-grader {command}: no submissions collected for {day} in grading/submitted: run "
               f"course-grader collect SOURCE --day {day} first", file=sys.stderr)
         return True
-    if command == "report" and not any((REPO / "grading" / "autograded").glob(f"*/{day}/*.ipynb")):
+    if command == "report" and not any(course().autograded.glob(f"*/{day}/*.ipynb")):
         print(f"course-grader report: nothing autograded for {day} yet: run course-grader autograde {day} first",
               file=sys.stderr)
         return True
@@ -62,11 +67,10 @@ def release(selected: list) -> int:
     from grader.pipeline.notebooks import state_grading_note
     for day in selected or days():
         print(f"releasing {day}")
-        for path in sorted((REPO / "solutions" / day).glob("*.ipynb")):
+        for path in sorted((course().source / day).glob("*.ipynb")):
             if state_grading_note(path):
                 print(f"  {path.name}: the grading note restated from grader/pipeline/code_rules.py")
-        proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", day, "--force"],
-                              cwd=REPO)
+        proc = course().nbgrader("generate_assignment", day, "--force", capture=False)
         if proc.returncode:
             return proc.returncode
     return 0
@@ -77,15 +81,11 @@ def bench(repeats: int, slow_repeats: int, out: Path) -> int:
     return benchmark_report.write_report(repeats, slow_repeats, out)
 
 
-def course_run(days: list, lectures: bool, autograde_: bool, out: Path, cell_timeout: float) -> int:
+def course_run(days: list, lectures: bool, autograde_: bool, out: Path | None, cell_timeout: float) -> int:
     from grader.pipeline import course_run as run
     if not (lectures or autograde_):
         lectures = autograde_ = True
-    return run.main(days, lectures, autograde_, out, cell_timeout_s=cell_timeout)
-
-
-def notebooks_of(day: str) -> list:
-    return sorted(p.stem for p in (REPO / "exercises" / day).glob("*.ipynb"))
+    return run.main(days, lectures, autograde_, out or course().grading / "course-run.md", cell_timeout_s=cell_timeout)
 
 
 def collect(source: Path, day: str, id_map: Path | None = None) -> int:
@@ -107,7 +107,7 @@ def collect(source: Path, day: str, id_map: Path | None = None) -> int:
         except (OSError, ValueError) as e:
             print(f"course-grader collect: the id map: {e}", file=sys.stderr)
             return 2
-    report = submissions.collect(source, day, notebooks_of(day), REPO / "grading" / "submitted", ids)
+    report = submissions.collect(source, day, course().notebooks(day), course().submitted, ids)
     print(report.summary())
     return 0
 
@@ -116,7 +116,7 @@ def sanitize(day: str) -> int:
     from grader.pipeline import submissions
     if unknown_day(day, "sanitize") or missing_step(day, "sanitize"):
         return 2
-    results = submissions.sanitize_day(REPO / "grading" / "submitted", REPO / "exercises" / day, day)
+    results = submissions.sanitize_day(course().submitted, course().release / day, day)
     for (student, notebook), fixes in sorted(results.items()):
         for fix in fixes:
             print(f"{student}/{day}/{notebook}: {fix}")
@@ -150,20 +150,20 @@ def autograde(day: str, timeout: float, workers, shard) -> int:
 def report(day: str) -> int:
     if unknown_day(day, "report") or missing_step(day, "report"):
         return 2
-    grades = REPO / "grading" / f"grades-{day}.csv"
+    grades = course().grading / f"grades-{day}.csv"
     for args in (["generate_feedback", day, "--force"], ["export", "--to", str(grades)]):
-        proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=REPO)
+        proc = course().nbgrader(*args, capture=False)
         if proc.returncode:
             return proc.returncode
     keep_rows_of(grades, day)
     from grader.pipeline import class_report, failure_feedback
-    unfinished = failure_feedback.write(REPO, day)   # nbgrader has no feedback for a notebook that died
+    unfinished = failure_feedback.write(course(), day)   # nbgrader has no feedback for a notebook that died
     if unfinished:
         print(f"{len(unfinished)} notebooks did not finish grading: their feedback says what happened")
-    csv_path, png_path = class_report.write_report(REPO / "grading" / "autograded", day, REPO / "grading")
-    if not class_report.speed_table(REPO / "grading" / "autograded", day):
+    csv_path, png_path = class_report.write_report(course().autograded, day, course().grading)
+    if not class_report.speed_table(course().autograded, day):
         print(class_report.no_speed_data(day))
-    print(f"grades: grading/grades-{day}.csv; feedback: grading/feedback/<student>/{day}/; "
+    print(f"grades: {grades.relative_to(REPO)}; feedback: {course().feedback.relative_to(REPO)}/<student>/{day}/; "
           f"speed across the class: {csv_path.relative_to(REPO)} and {png_path.relative_to(REPO)}")
     return 0
 
@@ -269,7 +269,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--days", nargs="*", default=[], help="only these days (default: every day)")
     p.add_argument("--lectures", action="store_true", help="only the lectures (with --autograde: both)")
     p.add_argument("--autograde", action="store_true", help="only the autograde (with --lectures: both)")
-    p.add_argument("--out", type=Path, default=REPO / "grading" / "course-run.md",
+    p.add_argument("--out", type=Path, default=None,
                    help="where to write the report (default grading/course-run.md)")
     p.add_argument("--cell-timeout", type=float, default=900, help="seconds a lecture cell may take (default 900)")
     p = sub.add_parser("colab", help="point the Colab install cells and README links at the students' repository",

@@ -8,18 +8,17 @@ untouched exercises zero. The wall time of every notebook goes into the report (
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.course import REPO
+from grader.course import REPO, Course
 
 
 @dataclass
@@ -68,11 +67,16 @@ def _last_line(e: Exception) -> str:
     return text.splitlines()[-1][:300] if text else repr(e)[:300]
 
 
-def _nbgrader(root: Path, *args) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
-    env.pop("NBGRADER_DB_URL", None)  # the throwaway copy keeps its own SQLite gradebook
-    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=env,
-                          capture_output=True, text=True)
+@contextlib.contextmanager
+def _own_gradebook():
+    """While the block runs, a course is graded in a SQLite gradebook of its own, whatever gradebook the
+    instructor's NBGRADER_DB_URL names (nbgrader_config.py reads it, in nbgrader and in the batch)."""
+    url = os.environ.pop("NBGRADER_DB_URL", None)
+    try:
+        yield
+    finally:
+        if url is not None:
+            os.environ["NBGRADER_DB_URL"] = url
 
 
 def autograde_days(days: list, timeout_s: float = 1800) -> tuple:
@@ -80,25 +84,21 @@ def autograde_days(days: list, timeout_s: float = 1800) -> tuple:
     from grader.pipeline import batch
 
     results, scores = [], {}
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "course"
-        root.mkdir()
-        shutil.copy(REPO / "nbgrader_config.py", root)
-        for folder in ("solutions", "exercises"):
-            shutil.copytree(REPO / folder, root / folder)
+    with tempfile.TemporaryDirectory() as tmp, _own_gradebook():
+        course = Course.of(REPO).scratch_copy(Path(tmp) / "course")
         for day in days:
-            _nbgrader(root, "generate_assignment", day, "--force")
-            for student, folder in (("reference", "solutions"), ("untouched", "exercises")):
-                shutil.copytree(root / folder / day, root / "grading" / "submitted" / student / day)
+            course.nbgrader("generate_assignment", day, "--force")
+            for student, folder in (("reference", course.source), ("untouched", course.release)):
+                shutil.copytree(folder / day, course.submitted / student / day)
         for day in days:
-            for run in batch.autograde_day(root, day, timeout_s=timeout_s, log=lambda *a: None):
+            for run in batch.autograde_day(course.root, day, timeout_s=timeout_s, log=lambda *a: None):
                 results.append(Result(f"autograde {run.student}", f"{day}/{run.notebook}",
                                       run.seconds, run.status == "graded", run.reason))
-        _nbgrader(root, "export", "--to", "grades.csv")
+        course.nbgrader("export", "--to", "grades.csv")
         keep = os.environ.get("GRADER_ARTIFACTS")  # where to keep the graded notebooks, for the record
         if keep:
-            shutil.make_archive(os.path.join(keep, "autograded"), "zip", root / "grading" / "autograded")
-        for row in csv.DictReader(open(root / "grades.csv")):
+            shutil.make_archive(os.path.join(keep, "autograded"), "zip", course.autograded)
+        for row in csv.DictReader(open(course.root / "grades.csv")):
             scores[(row["assignment"], row["student_id"])] = (float(row["score"]), float(row["max_score"]))
     return results, scores
 
@@ -112,7 +112,7 @@ def points_without_gpu(day: str) -> float:
     import nbformat
 
     total = 0.0
-    for path in (REPO / "solutions" / day).glob("*.ipynb"):
+    for path in (Course.of(REPO).source / day).glob("*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("grade") and not any(call in cell.source for call in GPU_ONLY_CALLS):
@@ -124,7 +124,7 @@ def main(days: list, lectures: bool, autograde: bool, out: Path, log=print, cell
     import grader
 
     dev = grader.setup(quiet=True)
-    days = days or sorted(p.name for p in (REPO / "solutions").glob("day*"))
+    days = days or Course.of(REPO).days()
     results, verdicts = [], []
     if lectures:
         for day in days:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from grader.course import Course
+
 
 @dataclass
 class Finding:
@@ -50,7 +52,7 @@ def check(root: Path) -> list:
     config = root / "nbgrader_config.py"
     found.append(Finding(config.exists(), f"nbgrader config at {config}",
                          "" if config.exists() else "run course-grader from the course's repository root"))
-    days = sorted(p.name for p in (root / "exercises").glob("day*") if p.is_dir())
+    days = Course.of(root).days() if config.exists() else []
     found.append(Finding(bool(days), f"released assignments: {', '.join(days) or 'none'}",
                          "" if days else "course-grader release"))
     alembic = shutil.which("alembic")

@@ -12,7 +12,7 @@ import ast
 import shutil
 from pathlib import Path
 
-from grader.course import REPO
+from grader.course import REPO, Course
 
 # What the edition holds, as it is here (the grader's exercise data and the Makefile are rewritten).
 KEPT = ("course", "exercises", "grader", "pyproject.toml", "environment.yml", "Dockerfile", "Makefile",
@@ -132,7 +132,7 @@ def student_makefile(text: str) -> str:
 
 def student_readme(repo: Path) -> str:
     from grader.pipeline.code_rules import GRADING_NOTE
-    days = sorted(p.name for p in (repo / "exercises").glob("day*") if p.is_dir())
+    days = Course.of(repo).days()
     return f"""# GPU programming for AI, in Triton: the course
 
 ```bash

@@ -12,7 +12,8 @@ from __future__ import annotations
 import csv
 import html
 import re
-from pathlib import Path
+
+from grader.course import Course
 
 FAILED = ("timed out", "failed")
 
@@ -45,10 +46,10 @@ _ADVICE = {
 }
 
 
-def failed_runs(root: Path, day: str) -> list:
+def failed_runs(course: Course, day: str) -> list:
     """Rows of grading/runs-DAY.csv (and its shards) for notebooks whose grading did not finish."""
     rows = []
-    for path in sorted((Path(root) / "grading").glob(f"runs-{day}*.csv")):
+    for path in sorted(course.grading.glob(f"runs-{day}*.csv")):
         with open(path, newline="") as f:
             rows += [r for r in csv.DictReader(f) if r.get("status") in FAILED]
     return rows
@@ -83,12 +84,12 @@ def page(row: dict) -> str:
             f"as usual.</p>\n<p><strong>What to check:</strong></p>\n<ul>{advice}</ul>\n</body></html>\n")
 
 
-def write(root: Path, day: str) -> list:
+def write(course: Course, day: str) -> list:
     """Write the page of every notebook of `day` whose grading did not finish, where nbgrader puts a
     notebook's feedback (grading/feedback/STUDENT/DAY/NOTEBOOK.html); returns the paths written."""
     written = []
-    for row in failed_runs(root, day):
-        path = Path(root) / "grading" / "feedback" / row["student"] / day / f"{row['notebook']}.html"
+    for row in failed_runs(course, day):
+        path = course.feedback / row["student"] / day / f"{row['notebook']}.html"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(page(row))
         written.append(path)

@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grader.course import REPO
+from grader.course import REPO, Course
 
 KERNEL_NAME = "grader-sandbox"
 # Kernel user ids: this base plus the launcher's process id, so no two live kernels share one. Far above
@@ -83,24 +83,24 @@ def kernel_uid(pid: int | None = None) -> int:
 
 
 @contextlib.contextmanager
-def closed_workspace(root: Path, log=print):
+def closed_workspace(course, log=print):
     """While the block runs (the kernels of a batch), the grading workspace is the grader's alone.
 
     grading/ may be entered but not listed (a kernel must reach its notebook's folder); submissions,
     feedback and every file in grading/ (the gradebook, the runs logs) are the grader's only; the
     autograded folders are entered by name only, and each notebook's folder is its kernel's alone.
-    `solutions/` holds the reference answers and hidden tests: closed too where the course is writable.
+    The course's source (`solutions/`) holds the reference answers and hidden tests: closed too where the
+    course is writable. `course` is a grader.course.Course.
     Afterwards the modes are as they were, so that an instructor's own account can read the results
     (`course-grader report` after grading in the container).
     """
-    grading, solutions = Path(root) / "grading", Path(root) / "solutions"
-    autograded = grading / "autograded"
+    grading, autograded = course.grading, course.autograded
     autograded.mkdir(parents=True, exist_ok=True)
     before = {path: path.stat().st_mode & 0o7777 for path in [grading, *grading.iterdir()]}
     closing = [(grading, 0o711)] + [(p, 0o600 if p.is_file() else 0o711 if p == autograded else 0o700)
                                     for p in grading.iterdir() if not p.is_symlink()]
     # The course's solutions, and those of the checkout the grader is installed from, if another one.
-    all_solutions = {solutions, REPO / "solutions"}
+    all_solutions = {course.source, Course.of(REPO).source}
     for folder in all_solutions:
         if folder.is_dir():
             before[folder] = folder.stat().st_mode & 0o7777
