@@ -37,16 +37,17 @@ def test_a_day_s_grades_file_keeps_that_day_s_rows(tmp_path):
 def _machine(monkeypatch, smi_rows, torch_says):
     """nvidia-smi's rows, and what torch in a fresh process says of CUDA, as a machine would give them."""
     import subprocess
-    from grader.pipeline import batch
-    monkeypatch.setattr(batch, "_nvidia_smi", lambda *query: smi_rows)
-    monkeypatch.setattr(batch.subprocess, "run",
+    from grader.pipeline import gpus
+    monkeypatch.setattr(gpus, "_nvidia_smi", lambda *query: smi_rows)
+    monkeypatch.setattr(gpus.subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=torch_says, stderr=""))
-    return batch
+    return gpus
 
 
 def test_a_gpu_that_torch_cannot_use_stops_autograde_with_the_reason(monkeypatch, capsys):
     # An older driver than the torch wheel's CUDA needs: nvidia-smi sees the GPU, torch does not.
-    batch = _machine(monkeypatch, [["NVIDIA A100-SXM4-80GB", "535.104.05"]], "False 2.13.0+cu130 13.0\n")
+    from grader.pipeline import batch
+    _machine(monkeypatch, [["NVIDIA A100-SXM4-80GB", "535.104.05"]], "False 2.13.0+cu130 13.0\n")
     monkeypatch.setattr(batch, "autograde_day", lambda *a, **k: pytest.fail("graded on a GPU it cannot use"))
     assert cli.main(["autograde", "day1"]) == 2
     err = capsys.readouterr().err
@@ -75,10 +76,11 @@ def test_collect_refuses_an_id_map_it_cannot_read(tmp_path, capsys):
     (["autograde", "day1"], "run course-grader collect SOURCE --day day1 first"),
     (["report", "day1"], "run course-grader autograde day1 first")])
 def test_a_step_before_its_time_says_which_step_comes_first(tmp_path, monkeypatch, capsys, argv, says):
-    from grader.pipeline import batch
-    monkeypatch.setattr(cli, "REPO", tmp_path)                  # a course where nothing was collected yet
-    monkeypatch.setattr(cli, "days", lambda: ["day1"])
-    monkeypatch.setattr(batch, "unusable_gpu", lambda: None)
+    from grader.course import Course
+    from grader.pipeline import batch, gpus
+    empty = Course.of(cli.REPO).scratch_copy(tmp_path / "course")  # a course where nothing was collected yet
+    monkeypatch.setattr(cli, "course", lambda: empty)
+    monkeypatch.setattr(gpus, "unusable_gpu", lambda: None)
     monkeypatch.setattr(batch, "autograde_day", lambda *a, **k: pytest.fail("graded nothing"))
     assert cli.main(argv) == 2
     assert says in capsys.readouterr().err

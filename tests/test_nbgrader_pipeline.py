@@ -61,6 +61,31 @@ def test_speed_cells_return_at_most_their_points():
                 assert declared and float(declared.group(1)) == cell.metadata.nbgrader["points"], path
 
 
+POINTS_STATED = re.compile(r"\((\d+(?:\.\d+)?) points?( each)?\)")
+
+
+def test_the_text_states_the_points_that_are_graded():
+    # A cell's points are stated once in its metadata; the text a student reads says the same: the
+    # nearest statement before a graded cell ("(3 points)" for the cells up to the next statement, or
+    # "(1 point each)") agrees with the metadata of the cells it covers.
+    for path in (REPO / "solutions").glob("*/*.ipynb"):
+        groups = []   # [(points stated, each?, [metadata points of the graded cells it covers])]
+        for cell in nbformat.read(path, as_version=4).cells:
+            stated = POINTS_STATED.findall(cell.source) if cell.cell_type == "markdown" else []
+            if stated:
+                groups.append((stated, []))
+            elif cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+                assert groups, f"{path.name}: graded cell {cell.metadata.nbgrader['grade_id']} has no stated points"
+                groups[-1][1].append(cell.metadata.nbgrader["points"])
+        for stated, points in groups:
+            if not points:
+                continue   # an introduction that lists the parts; each part's heading states its own
+            assert len(stated) == 1, f"{path.name}: which of {stated} covers cells worth {points}?"
+            (number, each), = stated
+            assert (all(p == float(number) for p in points) if each else sum(points) == float(number)), \
+                f"{path.name}: the text says {number} point(s){each}, the cells are worth {points}"
+
+
 def test_autograde_gives_solutions_correctness_points_and_exercises_zero(course_copy):
     for day in DAYS:
         nbgrader(course_copy, "generate_assignment", day, "--force")

@@ -25,7 +25,7 @@ import pytest
 from classroom import CPU_POINTS, DAY, copy_course, exported, filled, spinning, submit
 from conftest import DEVICE, nbgrader
 from grader.course import Course
-from grader.pipeline import batch, cli
+from grader.pipeline import batch, cli, gpus
 
 pytestmark = pytest.mark.skipif(DEVICE.is_gpu, reason="expected scores are those without a GPU")
 
@@ -141,7 +141,7 @@ def test_a_notebook_killed_on_a_regrade_loses_the_score_of_the_earlier_run(grade
     root = graded.root  # alice's bias_gelu was graded right (3 points)
     submit(root, "alice", DAY, "bias_gelu", spinning(DAY, "bias_gelu"))  # she hands in a broken version
     run = batch.autograde_notebook(Course.of(root), DAY, "alice", "bias_gelu", 10, batch.grading_env(),
-                                   batch.machine())
+                                   gpus.machine())
     assert run.status == "timed out"
     assert exported(root)["alice"] == 8.0 - CPU_POINTS["bias_gelu"]
     assert not (root / "grading" / "autograded" / "alice" / DAY / "bias_gelu.ipynb").exists()
@@ -157,7 +157,7 @@ def test_a_gradebook_locked_longer_than_sqlites_default_wait_does_not_fail_a_not
     release.start()
     try:
         run = batch.autograde_notebook(Course.of(graded.root), DAY, "heidi", "vector_add", TIMEOUT_S,
-                                       batch.grading_env(), batch.machine())
+                                       batch.grading_env(), gpus.machine())
     finally:
         release.join()
         db.close()
@@ -212,7 +212,7 @@ def _calls(path):
 
 def test_each_worker_has_a_gpu_of_its_own(two_fake_gpus):
     root = two_fake_gpus.root
-    assert batch.visible_gpus() == ["0", "1"]
+    assert gpus.visible_gpus() == ["0", "1"]
     runs = batch.autograde_day(root, DAY, timeout_s=30, log=lambda *a: None)  # default: one worker per GPU
     calls = _calls(two_fake_gpus.calls)
     assert len(calls) == 7 and {c["device"] for c in calls} == {"0", "1"}
@@ -235,8 +235,8 @@ def test_gpus_set_by_a_scheduler_are_the_ones_used(two_fake_gpus, monkeypatch):
     assert {c["device"] for c in _calls(two_fake_gpus.calls)} == {"GPU-bbb"}
     rows = list(csv.DictReader(open(two_fake_gpus.root / "grading" / f"runs-{DAY}.csv")))
     assert {row["gpu"] for row in rows if row["status"] == "graded"} == {"Fake GPU B"}
-    assert batch.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == batch.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}) == []
-    assert batch.visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == ["2", "3"]
+    assert gpus.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == gpus.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}) == []
+    assert gpus.visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == ["2", "3"]
 
 
 def test_shards_split_the_class_into_disjoint_deterministic_shares(two_fake_gpus):

@@ -28,7 +28,6 @@ import collections
 import concurrent.futures
 import contextlib
 import csv
-import ctypes
 import itertools
 import os
 import platform
@@ -40,14 +39,11 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, fields
-from importlib import metadata
 from pathlib import Path
-
-import psutil
 
 from grader.checker import FLAGGED, GO_ENV, ready_file
 from grader.course import Course
-from grader.pipeline import sandbox
+from grader.pipeline import gpus, gradebook, processes, sandbox
 
 # How many notebooks a worker starts ahead of the one that runs: two, so that a notebook that takes a
 # second or two (a prediction exercise) does not leave the next one's seconds of setting up in turn.
@@ -79,89 +75,6 @@ class Run:
     triton: str
 
 
-def _nvidia_smi(*query: str) -> list:
-    """Rows of `nvidia-smi --query-gpu=...`, [] without a driver. Does not initialize CUDA here."""
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(query)}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if out.returncode != 0:
-        return []
-    return [[part.strip() for part in line.split(",")] for line in out.stdout.strip().splitlines() if line.strip()]
-
-
-def machine() -> dict:
-    """The GPU, its driver and the library versions that grades are computed with."""
-    rows = _nvidia_smi("name", "driver_version")
-    gpu, driver = (rows[0][0], rows[0][1]) if rows else ("none (CPU: speed cells score 0)", "")
-
-    def version(name):
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return "not installed"
-    return {"gpu": gpu, "driver": driver, "torch": version("torch"), "triton": version("triton")}
-
-
-def unusable_gpu() -> str | None:
-    """Why the GPU that nvidia-smi sees cannot be graded on by this torch, or None.
-
-    The usual cause: a torch wheel built for a newer CUDA than the driver supports (torch 2.13.0 from
-    PyPI is a CUDA 13 build, which needs driver 580 or newer). Grading anyway would give every speed
-    cell 0 while the run log names the GPU."""
-    rows = _nvidia_smi("name", "driver_version")
-    if not rows:
-        return None
-    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available(), torch.__version__, "
-                            "torch.version.cuda)"], capture_output=True, text=True, timeout=300)
-    usable, torch_version, cuda = (probe.stdout.split() + ["?", "?", "?"])[:3]
-    if usable == "True":
-        return None
-    name, driver = (rows[0] + [""])[:2]
-    return (f"nvidia-smi sees {name} (driver {driver}), but torch {torch_version} (built for CUDA {cuda}) cannot "
-            f"use it, so every speed cell would score 0. Update the NVIDIA driver, or install the torch build "
-            f"for the CUDA your driver supports (https://pytorch.org/get-started/locally/).")
-
-
-def visible_gpus(env=None) -> list:
-    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (indices or UUIDs).
-
-    A scheduler (Slurm, Kubernetes, Docker --gpus) that already set CUDA_VISIBLE_DEVICES decides:
-    its entries are handed out one per worker. Otherwise every GPU nvidia-smi lists.
-    """
-    env = os.environ if env is None else env
-    if env.get("CUDA_VISIBLE_DEVICES") is not None:
-        gpus = []
-        for entry in (e.strip() for e in env["CUDA_VISIBLE_DEVICES"].split(",")):
-            if not entry or entry.startswith("-"):
-                break  # CUDA too stops at the first invalid entry; "-1" or "" hides every GPU
-            gpus.append(entry)
-        return gpus
-    return [row[0] for row in _nvidia_smi("index")]
-
-
-def gpu_names() -> dict:
-    """CUDA_VISIBLE_DEVICES entry (index or UUID) -> GPU name, for the runs log of a mixed machine."""
-    names = {}
-    for index, uuid, name in (row for row in _nvidia_smi("index", "uuid", "name") if len(row) == 3):
-        names[index] = names[uuid] = name
-    return names
-
-
-def worker_devices(workers, gpus: list) -> list:
-    """The device of each worker: one GPU each, or "" (no GPU) for every worker on a CPU machine."""
-    if workers is not None and workers < 1:
-        raise ValueError(f"--workers {workers}: needs at least 1")
-    if not gpus:
-        return [""] * (workers or 1)
-    workers = workers or len(gpus)
-    if workers > len(gpus):
-        raise ValueError(f"{workers} workers but {len(gpus)} GPU(s): two notebooks on one GPU would time each "
-                         f"other; use --workers {len(gpus)} or fewer")
-    return gpus[:workers]
-
-
 def parse_shard(text: str) -> tuple:
     """'K/N' -> (K, N): the K-th of N shares of the class, K counted from 0 (as Slurm array task ids
     --array=0-(N-1) and Kubernetes' JOB_COMPLETION_INDEX count)."""
@@ -178,102 +91,6 @@ def shard_of(students: list, k: int, n: int) -> list:
     """Student k, k+n, k+2n, ... of the sorted class: every shard gets the same list from the same
     submissions, shares differ in size by one at most, and each student is in exactly one."""
     return sorted(students)[k::n]
-
-
-def _gradebook(course: Course):
-    from nbgrader.api import Gradebook
-    # The course id as nbgrader's apps pass it: Gradebook's own default would add a course row.
-    return Gradebook(course.db_url, course.course_id)
-
-
-def prepare_gradebook(course: Course, day: str, students: list) -> None:
-    """Create every student and submission before workers start, so that a notebook killed before
-    nbgrader reached the gradebook can still be zeroed, and concurrent writers mostly update rows."""
-    import warnings
-
-    from nbgrader.api import MissingEntry
-    from sqlalchemy.exc import SAWarning
-    try:
-        gradebook = _gradebook(course)
-    except ModuleNotFoundError as e:  # e.g. postgresql:// means psycopg 3 to SQLAlchemy 2.1
-        raise ValueError(f"the gradebook's database driver is not installed ({e.name}): install it, or name the "
-                         f"installed one in the URL, such as postgresql+psycopg2://") from None
-    with gradebook as gb, warnings.catch_warnings():
-        # nbgrader's add_submission builds rows in a way SQLAlchemy 2 warns about; they are saved all the same.
-        warnings.simplefilter("ignore", SAWarning)
-        try:
-            gb.find_assignment(day)
-        except MissingEntry:
-            raise ValueError(f"{day} is not in the gradebook: release it first (course-grader release {day})") from None
-        for student in students:
-            gb.update_or_create_student(student)
-            gb.update_or_create_submission(day, student)
-
-
-def zero_notebook(course: Course, day: str, student: str, notebook: str) -> None:
-    """Score 0 for every graded cell of a notebook whose autograde did not finish.
-
-    nbgrader saves a notebook's grades only after running it, one cell at a time, so a kill leaves the
-    grades of an earlier run (a regrade would keep a stale score) or half of this run's. nbgrader marks a
-    notebook that was not handed in the same way: auto_score 0, nothing to grade by hand.
-    """
-    with _gradebook(course) as gb:
-        for grade in gb.find_submission_notebook(notebook, day, student).grades:
-            grade.auto_score = 0
-            grade.needs_manual_grade = False
-        gb.db.commit()
-
-
-def _kill_tree(pid: int) -> None:
-    # Jupyter starts each kernel in a session of its own, so killing nbgrader's process group is not
-    # enough: walk the tree and kill every descendant, the spinning kernel included.
-    try:
-        parent = psutil.Process(pid)
-        procs = parent.children(recursive=True) + [parent]
-    except psutil.Error:
-        return
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=10)   # reaps those that are (or have become) our children
-
-
-_ACTIVE: set = set()          # pids of the nbgrader processes running now (one per worker)
-_ACTIVE_LOCK = threading.Lock()
-_BATCH_START = [0.0]          # when this process started grading (psutil's create_time clock)
-
-
-def _adopt_orphans(on: bool = True) -> None:
-    """While grading, make this process the one that inherits orphans of its descendants (not init).
-
-    A notebook's process that forks, detaches (setsid) and outlives its kernel would otherwise escape
-    every kill and could run for ever. Linux's PR_SET_CHILD_SUBREAPER, where available; switched off
-    again when the batch ends.
-    """
-    if on:
-        _BATCH_START[0] = time.time()
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1 if on else 0, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
-
-
-def _kill_orphans() -> None:
-    """Kill what graded notebooks left behind: our children started since grading began that are not a
-    running nbgrader (the only children a worker starts)."""
-    with _ACTIVE_LOCK:  # no worker starts an nbgrader while its siblings are told apart from orphans
-        orphans = []
-        for child in psutil.Process().children():
-            try:
-                if child.pid not in _ACTIVE and (child.status() == psutil.STATUS_ZOMBIE
-                                                 or child.create_time() >= _BATCH_START[0] - 1):
-                    orphans.append(child.pid)   # a zombie among them is an adopted orphan that ended: reap it
-            except psutil.Error:
-                pass
-    for pid in orphans:
-        _kill_tree(pid)
 
 
 def nbgrader_command(day: str, student: str, notebook: str, url: str, sandboxed: bool = False) -> list:
@@ -319,22 +136,15 @@ def start_notebook(course: Course, day: str, student: str, notebook: str, env: d
         sandbox.close_ahead(course.autograded / student / day)
     # Output to a file: a process the notebook leaves behind could hold a pipe open for ever.
     out = tempfile.TemporaryFile("w+")
-    with _ACTIVE_LOCK:  # started and registered at once: another worker's clean-up must not see it unregistered
-        proc = subprocess.Popen(nbgrader_command(day, student, notebook, course.db_url, sandboxed),
-                                cwd=course.root, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
-        _ACTIVE.add(proc.pid)
+    proc = processes.start(nbgrader_command(day, student, notebook, course.db_url, sandboxed),
+                           cwd=course.root, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
     return Started(proc, out, day, student, notebook, info, device, sandboxed, go)
-
-
-def _forget(started: Started) -> None:
-    with _ACTIVE_LOCK:
-        _ACTIVE.discard(started.proc.pid)
 
 
 def abandon_notebook(started: Started) -> None:
     """Kill a started notebook that will not get its turn (the batch is ending on an error)."""
-    _kill_tree(started.proc.pid)
-    _forget(started)
+    processes.kill_tree(started.proc.pid)
+    processes.forget(started.proc.pid)
     started.out.close()
 
 
@@ -363,11 +173,11 @@ def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhil
                         break
                     meanwhile()
             if timed_out:
-                _kill_tree(proc.pid)
+                processes.kill_tree(proc.pid)
                 proc.wait(timeout=30)
         finally:
-            _forget(started)
-            _kill_orphans()
+            processes.forget(started.proc.pid)
+            processes.kill_orphans()
             if started.sandboxed:
                 sandbox.reclaim(course.autograded / student / day)
         out.seek(0)
@@ -379,12 +189,14 @@ def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhil
         status, reason = "graded", flags_in(log)
         if proc.returncode != 0 or "[AutogradeApp | ERROR]" in log:
             errors = [line for line in log.splitlines() if "ERROR" in line or "Error" in line]
-            status, reason = "failed", (" | ".join(errors[-3:])[:500] or "nbgrader failed") + ": scored 0"
+            ended = (f"nbgrader was killed by signal {-proc.returncode}" if proc.returncode < 0
+                     else f"nbgrader exited with status {proc.returncode}")
+            status, reason = "failed", (" | ".join(errors[-3:])[:500] or ended) + ": scored 0"
     if status != "graded":
         # What a finished failure leaves in nbgrader: no autograded copy (a kill may come before nbgrader
         # removed the last run's), and 0 in the gradebook.
         (course.autograded / student / day / f"{notebook}.ipynb").unlink(missing_ok=True)
-        zero_notebook(course, day, student, notebook)
+        gradebook.zero_notebook(course, day, student, notebook)
     return Run(student, day, notebook, status, round(time.monotonic() - start, 1), reason,
                gpu_index=started.device, **started.info)
 
@@ -430,8 +242,8 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
     students = students or course.students(day)
     if shard is not None:
         students = shard_of(students, *shard)
-    devices = worker_devices(workers, visible_gpus())
-    env, info, names = grading_env(), machine(), gpu_names()
+    devices = gpus.worker_devices(workers, gpus.visible_gpus())
+    env, info, names = grading_env(), gpus.machine(), gpus.gpu_names()
     log(f"autograding {day} for {len(students)} students"
         + (f" (shard {shard[0]}/{shard[1]})" if shard else "")
         + f" on {info['gpu']} with {len(devices)} worker(s)"
@@ -447,7 +259,7 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
     if course.db_url.startswith("sqlite") and shard is not None:
         log("warning: a SQLite gradebook is one file on this machine; shards on several machines need a shared "
             "PostgreSQL gradebook (NBGRADER_DB_URL, see docs/grading-at-scale.md)")
-    prepare_gradebook(course, day, students)
+    gradebook.prepare_gradebook(course, day, students)
 
     released = course.notebooks(day)
     todo, runs = [], []
@@ -459,7 +271,7 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
                      driver=info["driver"], torch=info["torch"], triton=info["triton"])
                  for nb in released if nb not in handed_in]
     total = sum(len(nbs) for _, nbs in todo)
-    _adopt_orphans()
+    processes.adopt_orphans()
     scratch = Path(tempfile.mkdtemp(prefix="grader-batch-"))
     if why_not is None:  # kernels find the sandboxed kernelspec here, and make their homes here
         os.chmod(scratch, 0o755)
@@ -514,8 +326,8 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
             for future in [pool.submit(worker, device) for device in devices]:
                 runs += future.result()
     finally:
-        _kill_orphans()
-        _adopt_orphans(False)
+        processes.kill_orphans()
+        processes.adopt_orphans(False)
         shutil.rmtree(scratch, ignore_errors=True)
     runs.sort(key=lambda r: (r.student, r.notebook))
 

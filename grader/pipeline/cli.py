@@ -133,7 +133,8 @@ def autograde(day: str, timeout: float, workers, shard) -> int:
     except ValueError as e:
         print(f"course-grader autograde: {e}", file=sys.stderr)
         return 2
-    why_not = batch.unusable_gpu()
+    from grader.pipeline import gpus
+    why_not = gpus.unusable_gpu()
     if why_not:
         print(f"course-grader autograde: {why_not}", file=sys.stderr)
         return 2

@@ -40,7 +40,7 @@ def check(root: Path) -> list:
             found.append(Finding(False, "TRITON_INTERPRET=1 is set: kernels would run on the CPU",
                                  "unset TRITON_INTERPRET before grading"))
     else:
-        from grader.pipeline.batch import unusable_gpu
+        from grader.pipeline.gpus import unusable_gpu
         why_not = unusable_gpu()
         found.append(Finding(False, why_not or "no CUDA GPU visible: every speed cell would score 0",
                              "" if why_not else "grade on a machine with an NVIDIA GPU (in Docker: --gpus all)"))
