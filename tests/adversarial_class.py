@@ -1,4 +1,4 @@
-"""A synthetic class of 34 submissions across the four days: full, partial, blank, broken and cheating.
+"""A synthetic class of 35 submissions across the four days: full, partial, blank, broken and cheating.
 
 `hand_in(folder)` writes them as an LMS download would hold them (names as students and Colab give
 them); `EXPECTED` says what each must score, without a GPU and on one, and why. Built from the
@@ -42,6 +42,8 @@ EXPECTED = {
     "d1_truncated": ("day1", 0, 0, "vector_add cut off mid-file"),
     "d1_empty_file": ("day1", 0, 0, "a 0-byte vector_add"),
     "d1_colab": ("day1", 8, 14, "right, all three saved by Colab (its metadata, ids, kernelspec)"),
+    "d1_no_metadata": ("day1", 3, 5, "only vector_add, right, saved by an editor that dropped every cell's "
+                       "metadata (nbgrader's included)"),
     "d1_huge_output": ("day1", 3, 5, "right, with 30 MB of printed output saved in the notebook"),
     "d1_r_kernel": ("day1", 3, 5, "right, saved with an R kernelspec"),
     "d1_bad_prediction": ("day1", 0, 0, "predictions in bits instead of bytes"),
@@ -279,6 +281,11 @@ def submissions() -> dict:
         elif student == "d1_colab":
             for name in names:
                 files[f"{day}/{student}/Copy of {day}_{name}.ipynb"] = _colab(filled(day, name))
+        elif student == "d1_no_metadata":
+            nb = filled(day, "vector_add")
+            for c in nb.cells:
+                c.metadata = {}
+            give(student, day, "vector_add", nb, i)
         elif student == "d1_bad_prediction":
             nb = filled(day, "predict_runtime", {"3 * n * 4": "3 * n * 32", "6 * n * 4": "6 * n * 32"})
             give(student, day, "predict_runtime", nb, i)

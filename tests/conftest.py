@@ -25,7 +25,7 @@ on_gpu_only = needs_gpu()
 # What a test file needs beyond Python and the CPU, as markers (pyproject.toml describes them):
 # `make test-fast` leaves these files out, `make test` and CI run everything.
 FILES_MARKED = {
-    "e2e": {"test_adversarial_batch", "test_batch", "test_checker", "test_cli", "test_colab_runtime",
+    "e2e": {"test_adversarial_batch", "test_checker", "test_cli", "test_colab_runtime",
             "test_headless", "test_isolation", "test_nbgrader_pipeline", "test_parallel_batch",
             "test_redteam", "test_student_edition"},
     "browser": {"test_browser"},
