@@ -1,36 +1,30 @@
-"""The class speed table is parsed from the reports students see in their feedback."""
+"""The class speed table: what the grading checker recorded in each speed cell, never its printed text."""
 import csv
 
 import nbformat
 
 from grader.student.checks import SpeedResult
-from grader.pipeline.class_report import parse_speed_reports, speed_figure, speed_table, write_report
+from grader.pipeline.class_report import speed_figure, speed_table, write_report
 
 
-def _report(ratio_ms, tflops=False):
-    r = SpeedResult("tiled matmul" if tflops else "vector add", (64,), "float16", "NVIDIA H100 80GB HBM3",
-                    "torch.add", yours_ms=1.0, baseline_ms=ratio_ms, target=0.9,
-                    placements={"yours": [1.0, 1.0], "baseline": [ratio_ms, ratio_ms]})
-    if tflops:
-        r.tflops, r.peak_tflops = 600.0, 989.4
-    else:
-        r.gbs, r.ceiling_gbs = 3000.0, 3200.0
-    return r.report() + f"\n  speed score: {r.credit * 2:.2f} of 2\n"
+def _result(ratio):
+    return SpeedResult("vector add", (64,), "float16", "NVIDIA H100 80GB HBM3", "torch.add", yours_ms=1.0,
+                       baseline_ms=ratio, target=0.9, gbs=3000.0, ceiling_gbs=3200.0,
+                       placements={"yours": [1.0, 1.0], "baseline": [ratio, ratio]})
 
 
-def test_parses_ratio_bandwidth_tflops_and_score():
-    (add,) = parse_speed_reports(_report(0.95))
-    assert add["title"] == "vector add" and add["ratio"] == 0.95 and add["gbs"] == 3000 and add["pct_of_ceiling"] == 94
-    assert add["gpu"] == "NVIDIA H100 80GB HBM3" and add["score"] == "2.00/2"
-    (mm,) = parse_speed_reports(_report(0.5, tflops=True))
-    assert mm["tflops"] == 600 and mm["ratio"] == 0.5 and mm["score"] == "0.22/2"
-    assert parse_speed_reports("The speed check of vector add needs a CUDA GPU") == []
+def _speed_cell(ratio):
+    """A graded speed cell as the checker leaves it: the student's report printed, the record kept."""
+    r = _result(ratio)
+    cell = nbformat.v4.new_code_cell("grader.check_speed(...)")
+    cell.metadata["grading_results"] = [dict(r.record(2 * r.credit, 2), credited=True)]
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=r.report())]
+    return cell
 
 
 def test_writes_a_csv_row_per_student_and_a_plot(tmp_path):
     for student, ratio in (("alice", 1.0), ("bob", 0.6)):
-        cell = nbformat.v4.new_code_cell("grader.check_speed(...)")
-        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=_report(ratio))]
+        cell = _speed_cell(ratio)
         path = tmp_path / "autograded" / student / "day1" / "vector_add.ipynb"
         path.parent.mkdir(parents=True)
         nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
@@ -53,13 +47,19 @@ def test_without_speed_data_the_plot_says_why_in_words(tmp_path):
 
 
 def test_the_checker_s_records_are_read_rather_than_the_printed_text(tmp_path):
+    # and a printed report alone (a cell without a record) is no row
+    bare = tmp_path / "autograded" / "bob" / "day1" / "vector_add.ipynb"
+    bare.parent.mkdir(parents=True)
+    printed = nbformat.v4.new_code_cell("grader.check_speed(...)")
+    printed.outputs = [nbformat.v4.new_output("stream", name="stdout", text=_result(0.5).report())]
+    nbformat.write(nbformat.v4.new_notebook(cells=[printed]), bare)
     r = SpeedResult("vector add", (64,), "float32", "NVIDIA H100 80GB HBM3", "torch.add", yours_ms=1.0,
                     baseline_ms=0.93, target=0.9, gbs=2900.0, ceiling_gbs=3000.0)
     record = dict(r.record(2.0, 2), credited=True)
     assert record["ratio"] == 0.93 and record["score"] == "2.00/2" and round(record["pct_of_ceiling"]) == 97
     cell = nbformat.v4.new_code_cell("grader.check_speed(...)")
     cell.metadata["grading_results"] = [record]
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=_report(0.5))]  # not what is read
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=_result(0.5).report())]  # not read
     path = tmp_path / "autograded" / "ann" / "day1" / "vector_add.ipynb"
     path.parent.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)

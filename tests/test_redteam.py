@@ -532,7 +532,10 @@ def _require_sandbox():
 SNOOPED = {"classmates' submissions": "../../../submitted", "the gradebook": "../../../gradebook.db",
            "the feedback": "../../../feedback", "the solutions": "../../../../solutions/day1/vector_add.ipynb",
            "a classmate's autograded notebook": "../../aaa_victim/day1/vector_add.ipynb",
-           "the solutions of the grader's own checkout": str(REPO / "solutions" / "day1" / "vector_add.ipynb")}
+           "the solutions of the grader's own checkout": str(REPO / "solutions" / "day1" / "vector_add.ipynb"),
+           # the kernel's home is in the batch's scratch folder (~/..), beside what only the grader may use:
+           "the gates that start notebooks": "~/../gates",
+           "the fork server that starts nbgrader as root": "~/../server/nbgrader.sock"}
 
 
 def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(course_copy):
@@ -540,7 +543,7 @@ def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(c
     (course_copy / "grading" / "feedback").mkdir(parents=True)
     snoop = filled("day1", "vector_add")
     insert_before(snoop, "add", "import pathlib\n" + "".join(
-        f"try:\n    p = pathlib.Path({path!r})\n    list(p.iterdir()) if p.is_dir() else p.read_bytes()\n"
+        f"try:\n    p = pathlib.Path({path!r}).expanduser()\n    list(p.iterdir()) if p.is_dir() else p.read_bytes()\n"
         f"    print('READ', {what!r})\nexcept OSError as e:\n    print('REFUSED', {what!r}, type(e).__name__)\n"
         for what, path in SNOOPED.items()))
     _, scores = _grade(course_copy, {"aaa_victim": filled("day1", "vector_add"), "zzz_snoop": snoop})

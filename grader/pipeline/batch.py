@@ -43,7 +43,7 @@ from pathlib import Path
 
 from grader.checker import FLAGGED, GO_ENV, ready_file
 from grader.course import Course
-from grader.pipeline import gpus, gradebook, processes, sandbox
+from grader.pipeline import fork_server, gpus, gradebook, processes, sandbox
 
 # How many notebooks a worker starts ahead of the one that runs: two, so that a notebook that takes a
 # second or two (a prediction exercise) does not leave the next one's seconds of setting up in turn.
@@ -128,16 +128,20 @@ class Started:
 
 
 def start_notebook(course: Course, day: str, student: str, notebook: str, env: dict, info: dict,
-                   device: str = "", sandboxed: bool = False, go: Path | None = None) -> Started:
-    """Start one notebook's nbgrader in a process tree of its own. With `go`, nbgrader gets ready (imports,
-    gradebook, its kernel with torch loaded) and runs no cell until finish_notebook creates that file."""
+                   device: str = "", sandboxed: bool = False, go: Path | None = None,
+                   forks: fork_server.ForkServer | None = None) -> Started:
+    """Start one notebook's nbgrader in a process tree of its own (a fork of `forks` where given). With
+    `go`, nbgrader gets ready (gradebook, its kernel with torch loaded) and runs no cell until
+    finish_notebook creates that file."""
     env = dict(env, **({"CUDA_VISIBLE_DEVICES": device} if device else {}), **({GO_ENV: str(go)} if go else {}))
     if sandboxed:
         sandbox.close_ahead(course.autograded / student / day)
     # Output to a file: a process the notebook leaves behind could hold a pipe open for ever.
     out = tempfile.TemporaryFile("w+")
-    proc = processes.start(nbgrader_command(day, student, notebook, course.db_url, sandboxed),
-                           cwd=course.root, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+    command = nbgrader_command(day, student, notebook, course.db_url, sandboxed)
+    proc = forks.start(command, course.root, env, out) if forks is not None else None
+    if proc is None:
+        proc = processes.start(command, cwd=course.root, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
     return Started(proc, out, day, student, notebook, info, device, sandboxed, go)
 
 
@@ -145,6 +149,8 @@ def abandon_notebook(started: Started) -> None:
     """Kill a started notebook that will not get its turn (the batch is ending on an error)."""
     processes.kill_tree(started.proc.pid)
     processes.forget(started.proc.pid)
+    if isinstance(started.proc, fork_server.Forked):
+        started.proc.close()
     started.out.close()
 
 
@@ -283,6 +289,7 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
         students_left.put(student_notebooks)
     gates = scratch / "gates"   # the grader's alone: no kernel can open another notebook's gate
     gates.mkdir(mode=0o700)
+    forks = None                # or ask the fork server for an nbgrader (fork_server.py): same reason
     lock, done, numbers = threading.Lock(), [0], itertools.count()
     ahead = notebooks_ahead(devices)
 
@@ -300,7 +307,8 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
                 if job is None:
                     return
                 go = gates / f"{device or 'cpu'}-{next(numbers)}"
-                started.append(start_notebook(course, day, *job, env, gpu_info, device, why_not is None, go))
+                started.append(start_notebook(course, day, *job, env, gpu_info, device, why_not is None, go,
+                                              forks))
 
         out, started = [], collections.deque()   # started[0] runs (or is next), the others wait
         try:
@@ -322,10 +330,16 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
     start = time.monotonic()
     closed = sandbox.closed_workspace(course, log) if why_not is None else contextlib.nullcontext()
     try:
+        (scratch / "server").mkdir(mode=0o700)
+        forks = fork_server.ForkServer(scratch / "server", env, processes.start)
         with closed, concurrent.futures.ThreadPoolExecutor(max_workers=len(devices)) as pool:
             for future in [pool.submit(worker, device) for device in devices]:
                 runs += future.result()
     finally:
+        if forks is not None:
+            forks.close()
+            if forks.proc is not None:
+                processes.forget(forks.proc.pid)
         processes.kill_orphans()
         processes.adopt_orphans(False)
         shutil.rmtree(scratch, ignore_errors=True)

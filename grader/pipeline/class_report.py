@@ -2,48 +2,19 @@
 
 The grading checker keeps what it measured in each speed cell's metadata (`grading_results`, from
 grader.student.checks.SpeedResult.record), next to the report it prints for the student from the same
-numbers. A notebook graded before those records existed is read from its printed report instead.
+numbers; the printed report is for the student and is never parsed back.
 """
 from __future__ import annotations
 
 import csv
-import re
 from pathlib import Path
 
 import nbformat
-
-TITLE = re.compile(r"^(?P<title>.+), shape (?P<shape>\(.*\)), (?P<dtype>\w+), on (?P<gpu>.+):$")
-RATIO = re.compile(r"-> (?P<ratio>[\d.]+)x")
-BANDWIDTH = re.compile(r"^\s+(?P<gbs>\d+) GB/s = (?P<pct>\d+)% of this GPU's measured copy bandwidth")
-TFLOPS = re.compile(r"^\s+yours (?P<tflops>\d+) TFLOP/s")
-SCORE = re.compile(r"speed score: (?P<got>[\d.]+) of (?P<of>[\d.]+)")
 
 
 # The columns of grading/speed-DAY.csv.
 FIELDS = ["student", "notebook", "title", "shape", "dtype", "gpu", "ratio", "gbs", "pct_of_ceiling", "tflops",
           "score"]
-
-
-def parse_speed_reports(text: str) -> list:
-    """Every speed report in a cell's printed output, as dicts."""
-    found, current = [], None
-    for line in text.splitlines():
-        m = TITLE.match(line)
-        if m:
-            current = dict(m.groupdict(), ratio=None, gbs=None, pct_of_ceiling=None, tflops=None, score=None)
-            found.append(current)
-            continue
-        if current is None:
-            continue
-        if (m := RATIO.search(line)) and current["ratio"] is None:
-            current["ratio"] = float(m["ratio"])
-        if m := BANDWIDTH.match(line):
-            current["gbs"], current["pct_of_ceiling"] = float(m["gbs"]), float(m["pct"])
-        if m := TFLOPS.match(line):
-            current["tflops"] = float(m["tflops"])
-        if m := SCORE.search(line):
-            current["score"] = f"{m['got']}/{m['of']}"
-    return found
 
 
 def speed_table(autograded: Path, day: str) -> list:
@@ -56,13 +27,8 @@ def speed_table(autograded: Path, day: str) -> list:
             if cell.cell_type != "code":
                 continue
             recorded = [r for r in cell.metadata.get("grading_results", []) if r.get("kind") == "speed"]
-            if recorded:   # the grading checker's own record of what it measured
-                rows += [dict(student=student, notebook=path.stem, **{f: r.get(f) for f in FIELDS[2:]})
-                         for r in recorded]
-                continue
-            text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
-            for report in parse_speed_reports(text):   # a notebook graded before records were kept
-                rows.append(dict(student=student, notebook=path.stem, **report))
+            rows += [dict(student=student, notebook=path.stem, **{f: r.get(f) for f in FIELDS[2:]})
+                     for r in recorded]
     return rows
 
 

@@ -1,0 +1,198 @@
+"""Each notebook's nbgrader process, forked from one that has already imported what nbgrader needs.
+
+Every notebook is graded by an nbgrader process of its own (grader/pipeline/nbgrader_process.py). Each
+one used to import nbgrader, nbconvert, nbclient, ZeroMQ, torch and the grading checker before it read
+its notebook, seconds of CPU paid again for every notebook of every student. The batch now starts one
+server that imports them once; each notebook's nbgrader is a fork of it, with the notebook's own
+command line, folder, environment and output file.
+
+What keeps a fork the same as a freshly started nbgrader:
+- the server only imports: it reads no notebook, opens no gradebook and never touches a GPU, so CUDA is
+  initialized in each fork, after its CUDA_VISIBLE_DEVICES is set;
+- it forks only while Python runs no other thread (a lock held by another thread would stay locked in
+  the fork) and CUDA is not initialized; otherwise it refuses to serve and the batch starts nbgrader as
+  before;
+- the fork gets the environment the batch gives it, as a new process would.
+
+A fork is the server's child, so the server reaps it and tells the batch its exit status; it is still a
+descendant of the batch, which kills its process tree past the time limit and adopts what it leaves
+behind (grader/pipeline/processes.py). The server ends with the batch. Its socket is in a folder only
+the grader can enter: a kernel cannot ask it for anything. (`ps` shows a fork with the server's command
+line.) GRADER_FORK_SERVER=0 turns it off.
+
+Protocol, over a Unix socket of SOCK_SEQPACKET records: the batch sends the request as JSON with the
+output file's descriptor attached; the server answers the fork's pid, then, when it ends, its exit
+status as subprocess.Popen.returncode reports it (negative: killed by that signal).
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+# What every nbgrader process of the batch imports: nbgrader's app and autograde converter, the course's
+# executor (nbgrader_config.py names it) and its checker (torch), nbclient and its kernel client.
+PRELOAD = ("grader.pipeline.nbgrader_process", "nbgrader.apps.nbgraderapp", "nbgrader.converters.autograde",
+           "grader.checker.headless", "grader.checker.verdicts", "nbclient", "jupyter_client", "zmq",
+           "zmq.asyncio", "tornado.ioloop")
+MODULE = "grader.pipeline.nbgrader_process"   # the only command a fork runs: `python -m MODULE ARGS`
+OFF_ENV = "GRADER_FORK_SERVER"   # "0": every nbgrader is started as a new process, as before
+REAP_POLL_S = 0.05
+START_TIMEOUT_S = 300
+
+
+def _python_threads() -> int:
+    """Threads started by Python code. (Importing NumPy starts OpenBLAS's worker threads, which OpenBLAS
+    itself shuts down and restarts around a fork, as every program that forks after importing NumPy or
+    torch relies on; CUDA, which does not survive a fork, is never initialized here.)"""
+    return threading.active_count()
+
+
+def serve(path: str) -> None:
+    for module in PRELOAD:
+        importlib.import_module(module)
+    if _python_threads() != 1:
+        print(f"fork server: {_python_threads()} threads after the imports; not serving", file=sys.stderr,
+              flush=True)
+        sys.exit(3)
+    import torch
+    if torch.cuda.is_initialized():
+        print("fork server: CUDA was initialized by the imports; not serving", file=sys.stderr, flush=True)
+        sys.exit(3)
+    parent = os.getppid()
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.bind(path)
+    server.listen(64)
+    waiting = {}   # pid of a running fork -> the connection that asked for it
+    while os.getppid() == parent:   # the batch that started this server is still there
+        readable, _, _ = select.select([server], [], [], REAP_POLL_S)
+        if readable:
+            conn, _ = server.accept()
+            message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 1)
+            if not fds:
+                conn.close()
+                continue
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _become_nbgrader(json.loads(message), fds[0], [server, conn])
+            os.close(fds[0])
+            conn.send(str(pid).encode())
+            waiting[pid] = conn
+        while waiting:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = waiting.pop(pid, None)
+            if conn is not None:
+                try:
+                    conn.send(str(os.waitstatus_to_exitcode(status)).encode())
+                except OSError:
+                    pass
+                conn.close()
+    # The batch has gone: its forks are left as a started nbgrader would be (one still waiting at its gate
+    # gives up by itself, grader.checker.headless).
+
+
+def _become_nbgrader(request: dict, out_fd: int, sockets: list) -> None:
+    """In the fork: the notebook's nbgrader, as `python -m MODULE ARGS` started in its folder would be."""
+    try:
+        for s in sockets:
+            s.close()
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        os.close(out_fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = [MODULE, *request["args"]]
+        from grader.pipeline import nbgrader_process
+    except BaseException:  # noqa: BLE001 - a fork must never return into the server's loop
+        os._exit(1)
+    nbgrader_process.main()   # ends the process with nbgrader's exit status
+    os._exit(1)
+
+
+class Forked:
+    """A fork's handle, with the parts of subprocess.Popen's interface the batch uses."""
+
+    def __init__(self, pid: int, conn: socket.socket):
+        self.pid, self._conn, self.returncode = pid, conn, None
+
+    def _read(self, timeout) -> None:
+        self._conn.settimeout(timeout)
+        try:
+            data = self._conn.recv(64)
+        except TimeoutError:
+            raise subprocess.TimeoutExpired(MODULE, timeout) from None
+        except BlockingIOError:
+            raise subprocess.TimeoutExpired(MODULE, timeout) from None
+        # No answer at all: the server is gone, and the fork with it (the server kills its forks).
+        self.returncode = int(data) if data else -9
+        self._conn.close()
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                self._read(0)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            self._read(timeout)
+        return self.returncode
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class ForkServer:
+    """The batch's side: start the server, ask it for forks; None from `start` means "start nbgrader as
+    usual" (the server could not start, or the command is not nbgrader_process's)."""
+
+    def __init__(self, folder: Path, env: dict, start_process):
+        self.path, self.proc, self.ready = str(Path(folder) / "nbgrader.sock"), None, False
+        if os.environ.get(OFF_ENV) == "0":
+            return
+        self.proc = start_process([sys.executable, "-m", "grader.pipeline.fork_server", self.path], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not os.path.exists(self.path) and self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.ready = os.path.exists(self.path) and self.proc.poll() is None
+
+    def start(self, command: list, cwd, env: dict, out) -> Forked | None:
+        if not self.ready or command[:3] != [sys.executable, "-m", MODULE]:
+            return None
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            conn.connect(self.path)
+            request = json.dumps({"args": command[3:], "cwd": str(cwd), "env": env}).encode()
+            socket.send_fds(conn, [request], [out.fileno()])
+            pid = int(conn.recv(64))
+        except (OSError, ValueError):
+            conn.close()
+            return None
+        return Forked(pid, conn)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])

@@ -1,0 +1,61 @@
+"""The fork server that starts each notebook's nbgrader (grader/pipeline/fork_server.py).
+
+The batch tests grade through it (tests/test_adversarial_batch.py: a notebook killed past its time limit,
+gates, the sandbox), and tests/test_redteam.py checks that a kernel cannot reach its socket.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from grader.pipeline import fork_server, processes
+
+NBGRADER = [sys.executable, "-m", fork_server.MODULE]
+
+
+def test_what_the_server_imports_starts_no_python_thread_and_no_cuda():
+    code = ("import importlib, torch; from grader.pipeline import fork_server as f\n"
+            "for m in f.PRELOAD: importlib.import_module(m)\n"
+            "print(f._python_threads(), torch.cuda.is_initialized())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["1", "False"], out.stdout + out.stderr
+
+
+@pytest.fixture
+def forks(tmp_path):
+    folder = tmp_path / "server"
+    folder.mkdir(mode=0o700)
+    server = fork_server.ForkServer(folder, dict(os.environ), processes.start)
+    yield server
+    server.close()
+    if server.proc is not None:
+        processes.forget(server.proc.pid)
+
+
+def _run(forks, args, cwd):
+    out = tempfile.TemporaryFile("w+")
+    proc = forks.start(NBGRADER + args, cwd, dict(os.environ), out)
+    assert proc is not None and proc.pid != forks.proc.pid
+    code = proc.wait(timeout=120)
+    out.seek(0)
+    return code, out.read()
+
+
+def test_a_fork_is_nbgrader_with_its_arguments_output_and_exit_status(forks, tmp_path):
+    assert forks.ready
+    import nbgrader
+    code, printed = _run(forks, ["--version"], tmp_path)
+    assert code == 0 and nbgrader.__version__ in printed
+    code, printed = _run(forks, ["autograde", "nosuchday", "--student", "x"], tmp_path)
+    assert code == 1, printed
+    # anything but nbgrader's command line is left to the caller to start as a process
+    assert forks.start([sys.executable, "-c", "pass"], tmp_path, dict(os.environ), tempfile.TemporaryFile()) is None
+
+
+def test_the_server_can_be_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv(fork_server.OFF_ENV, "0")
+    server = fork_server.ForkServer(tmp_path, dict(os.environ), processes.start)
+    assert not server.ready and server.start(NBGRADER + ["--version"], tmp_path, {}, None) is None
+    server.close()
