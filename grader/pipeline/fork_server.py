@@ -10,8 +10,8 @@ What keeps a fork the same as a freshly started nbgrader:
 - the server only imports: it reads no notebook, opens no gradebook and never touches a GPU, so CUDA is
   initialized in each fork, after its CUDA_VISIBLE_DEVICES is set;
 - it forks only while Python runs no other thread (a lock held by another thread would stay locked in
-  the fork) and CUDA is not initialized; otherwise it refuses to serve and the batch starts nbgrader as
-  before;
+  the fork) and the CUDA driver is not even loaded; otherwise it refuses to serve and the batch starts
+  nbgrader as before;
 - the fork gets the environment the batch gives it, as a new process would.
 
 A fork is the server's child, so the server reaps it and tells the batch its exit status; it is still a
@@ -55,6 +55,16 @@ def _python_threads() -> int:
     return threading.active_count()
 
 
+def _cuda_driver_loaded() -> bool:
+    """Whether this process has loaded the CUDA driver (libcuda): once a process has initialized CUDA, its
+    forks cannot use the GPU. torch and Triton load it only when first asked for a device."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return any("libcuda.so" in line for line in maps)
+    except OSError:
+        return True   # cannot tell: do not fork
+
+
 def serve(path: str) -> None:
     for module in PRELOAD:
         importlib.import_module(module)
@@ -62,9 +72,8 @@ def serve(path: str) -> None:
         print(f"fork server: {_python_threads()} threads after the imports; not serving", file=sys.stderr,
               flush=True)
         sys.exit(3)
-    import torch
-    if torch.cuda.is_initialized():
-        print("fork server: CUDA was initialized by the imports; not serving", file=sys.stderr, flush=True)
+    if _cuda_driver_loaded():
+        print("fork server: the imports loaded the CUDA driver; not serving", file=sys.stderr, flush=True)
         sys.exit(3)
     parent = os.getppid()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -75,7 +84,11 @@ def serve(path: str) -> None:
         readable, _, _ = select.select([server], [], [], REAP_POLL_S)
         if readable:
             conn, _ = server.accept()
-            message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 1)
+            conn.settimeout(10)   # the batch sends its request as soon as it connects
+            try:
+                message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 1)
+            except OSError:
+                message, fds = b"", []
             if not fds:
                 conn.close()
                 continue
@@ -83,10 +96,13 @@ def serve(path: str) -> None:
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                _become_nbgrader(json.loads(message), fds[0], [server, conn])
+                _become_nbgrader(json.loads(message), fds[0], [server, conn, *waiting.values()])
             os.close(fds[0])
-            conn.send(str(pid).encode())
             waiting[pid] = conn
+            try:
+                conn.send(str(pid).encode())
+            except OSError:   # the batch's worker is gone; the fork is still reaped below
+                pass
         while waiting:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
