@@ -16,7 +16,7 @@ from conftest import DEVICE, REPO, nbgrader
 from grader.pipeline.course_run import points_without_gpu
 
 DAYS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
-# GRADER_DAYS=day2,day4 limits the round trip to some days (to fit a short GPU lease).
+# GRADER_DAYS=day2,day4 limits the round trip to some days (to fit a short run on a GPU machine).
 if os.environ.get("GRADER_DAYS"):
     DAYS = [d for d in DAYS if d in os.environ["GRADER_DAYS"].split(",")]
 
