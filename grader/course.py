@@ -16,7 +16,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 
-# How long a SQLite gradebook write waits for another worker's (sqlite3's default is 5 s).
+# How long a writer to a SQLite gradebook waits for another's lock before failing with "database is
+# locked". nbgrader's transactions last milliseconds; Python's default wait (5 s) is passed when an
+# instructor's tool (formgrader, a sqlite3 shell, a backup) holds the file for a while.
 SQLITE_BUSY_TIMEOUT_S = 300
 
 

@@ -10,7 +10,7 @@ import tempfile
 
 import pytest
 
-from grader.pipeline import fork_server, processes
+from grader.pipeline import fork_server
 
 NBGRADER = [sys.executable, "-m", fork_server.MODULE]
 
@@ -28,11 +28,9 @@ def test_what_the_server_imports_starts_no_python_thread_and_no_cuda():
 def forks(tmp_path):
     folder = tmp_path / "server"
     folder.mkdir(mode=0o700)
-    server = fork_server.ForkServer(folder, dict(os.environ), processes.start)
+    server = fork_server.ForkServer(folder, dict(os.environ))
     yield server
     server.close()
-    if server.proc is not None:
-        processes.forget(server.proc.pid)
 
 
 def _run(forks, args, cwd):
@@ -57,6 +55,6 @@ def test_a_fork_is_nbgrader_with_its_arguments_output_and_exit_status(forks, tmp
 
 def test_the_server_can_be_turned_off(tmp_path, monkeypatch):
     monkeypatch.setenv(fork_server.OFF_ENV, "0")
-    server = fork_server.ForkServer(tmp_path, dict(os.environ), processes.start)
+    server = fork_server.ForkServer(tmp_path, dict(os.environ))
     assert not server.ready and server.start(NBGRADER + ["--version"], tmp_path, {}, None) is None
     server.close()

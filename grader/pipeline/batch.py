@@ -148,9 +148,11 @@ def start_notebook(course: Course, day: str, student: str, notebook: str, env: d
 def abandon_notebook(started: Started) -> None:
     """Kill a started notebook that will not get its turn (the batch is ending on an error)."""
     processes.kill_tree(started.proc.pid)
+    try:
+        started.proc.wait(timeout=30)   # its exit status collected (a process reaped, a fork's answer read)
+    except subprocess.TimeoutExpired:
+        pass
     processes.forget(started.proc.pid)
-    if isinstance(started.proc, fork_server.Forked):
-        started.proc.close()
     started.out.close()
 
 
@@ -331,15 +333,13 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
     closed = sandbox.closed_workspace(course, log) if why_not is None else contextlib.nullcontext()
     try:
         (scratch / "server").mkdir(mode=0o700)
-        forks = fork_server.ForkServer(scratch / "server", env, processes.start)
+        forks = fork_server.ForkServer(scratch / "server", env)
         with closed, concurrent.futures.ThreadPoolExecutor(max_workers=len(devices)) as pool:
             for future in [pool.submit(worker, device) for device in devices]:
                 runs += future.result()
     finally:
         if forks is not None:
             forks.close()
-            if forks.proc is not None:
-                processes.forget(forks.proc.pid)
         processes.kill_orphans()
         processes.adopt_orphans(False)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -37,6 +37,8 @@ import threading
 import time
 from pathlib import Path
 
+from grader.pipeline import processes
+
 # What every nbgrader process of the batch imports: nbgrader's app and autograde converter, the course's
 # executor (nbgrader_config.py names it) and its checker (torch), nbclient and its kernel client.
 PRELOAD = ("grader.pipeline.nbgrader_process", "nbgrader.apps.nbgraderapp", "nbgrader.converters.autograde",
@@ -150,9 +152,7 @@ class Forked:
         self._conn.settimeout(timeout)
         try:
             data = self._conn.recv(64)
-        except TimeoutError:
-            raise subprocess.TimeoutExpired(MODULE, timeout) from None
-        except BlockingIOError:
+        except (TimeoutError, BlockingIOError):   # no status yet (a timeout of 0 makes the socket non-blocking)
             raise subprocess.TimeoutExpired(MODULE, timeout) from None
         # No answer at all: the server is gone, and the fork with it (the server kills its forks).
         self.returncode = int(data) if data else -9
@@ -171,19 +171,17 @@ class Forked:
             self._read(timeout)
         return self.returncode
 
-    def close(self) -> None:
-        self._conn.close()
 
 
 class ForkServer:
     """The batch's side: start the server, ask it for forks; None from `start` means "start nbgrader as
     usual" (the server could not start, or the command is not nbgrader_process's)."""
 
-    def __init__(self, folder: Path, env: dict, start_process):
+    def __init__(self, folder: Path, env: dict):
         self.path, self.proc, self.ready = str(Path(folder) / "nbgrader.sock"), None, False
         if os.environ.get(OFF_ENV) == "0":
             return
-        self.proc = start_process([sys.executable, "-m", "grader.pipeline.fork_server", self.path], env=env,
+        self.proc = processes.start([sys.executable, "-m", "grader.pipeline.fork_server", self.path], env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + START_TIMEOUT_S
         while not os.path.exists(self.path) and self.proc.poll() is None and time.monotonic() < deadline:
@@ -208,6 +206,7 @@ class ForkServer:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait(timeout=30)
+            processes.forget(self.proc.pid)
 
 
 if __name__ == "__main__":

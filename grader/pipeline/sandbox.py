@@ -83,14 +83,14 @@ def kernel_uid(pid: int | None = None) -> int:
 
 
 @contextlib.contextmanager
-def closed_workspace(course, log=print):
+def closed_workspace(course: Course, log=print):
     """While the block runs (the kernels of a batch), the grading workspace is the grader's alone.
 
     grading/ may be entered but not listed (a kernel must reach its notebook's folder); submissions,
     feedback and every file in grading/ (the gradebook, the runs logs) are the grader's only; the
     autograded folders are entered by name only, and each notebook's folder is its kernel's alone.
     The course's source (`solutions/`) holds the reference answers and hidden tests: closed too where the
-    course is writable. `course` is a grader.course.Course.
+    course is writable.
     Afterwards the modes are as they were, so that an instructor's own account can read the results
     (`course-grader report` after grading in the container).
     """
