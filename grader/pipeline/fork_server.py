@@ -154,7 +154,7 @@ class Forked:
             data = self._conn.recv(64)
         except (TimeoutError, BlockingIOError):   # no status yet (a timeout of 0 makes the socket non-blocking)
             raise subprocess.TimeoutExpired(MODULE, timeout) from None
-        # No answer at all: the server is gone, and the fork with it (the server kills its forks).
+        # No answer at all: the server is gone (killed with the batch), and with it the fork's status.
         self.returncode = int(data) if data else -9
         self._conn.close()
 
@@ -172,7 +172,6 @@ class Forked:
         return self.returncode
 
 
-
 class ForkServer:
     """The batch's side: start the server, ask it for forks; None from `start` means "start nbgrader as
     usual" (the server could not start, or the command is not nbgrader_process's)."""
@@ -182,7 +181,7 @@ class ForkServer:
         if os.environ.get(OFF_ENV) == "0":
             return
         self.proc = processes.start([sys.executable, "-m", "grader.pipeline.fork_server", self.path], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + START_TIMEOUT_S
         while not os.path.exists(self.path) and self.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
