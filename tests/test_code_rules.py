@@ -72,6 +72,8 @@ CHEATS = {
     "import code\ncode.InteractiveInterpreter().runsource(src)": "imports code",
     "import runpy\nrunpy.run_path('helper.py')": "imports runpy",
     "import os\nos.system('python helper.py')": "uses system",
+    "import webbrowser, sys\nwebbrowser.BackgroundBrowser([sys.executable, '-c', src, '%s']).open('x')":
+        "imports webbrowser",
     "from torch.utils.cpp_extension import load_inline": "imports load_inline",
     "import types\nf = types.FunctionType(code, {})": "uses FunctionType",
     "import sys\nsys.path.insert(0, '.')": "uses sys.path",

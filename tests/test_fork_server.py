@@ -10,6 +10,7 @@ import tempfile
 
 import pytest
 
+from conftest import REPO
 from grader.pipeline import fork_server
 
 NBGRADER = [sys.executable, "-m", fork_server.MODULE]
@@ -28,7 +29,7 @@ def test_what_the_server_imports_starts_no_python_thread_and_no_cuda():
 def forks(tmp_path):
     folder = tmp_path / "server"
     folder.mkdir(mode=0o700)
-    server = fork_server.ForkServer(folder, dict(os.environ))
+    server = fork_server.ForkServer(folder, dict(os.environ), REPO)
     yield server
     server.close()
 
@@ -55,6 +56,14 @@ def test_a_fork_is_nbgrader_with_its_arguments_output_and_exit_status(forks, tmp
 
 def test_the_server_can_be_turned_off(tmp_path, monkeypatch):
     monkeypatch.setenv(fork_server.OFF_ENV, "0")
-    server = fork_server.ForkServer(tmp_path, dict(os.environ))
+    server = fork_server.ForkServer(tmp_path, dict(os.environ), REPO)
     assert not server.ready and server.start(NBGRADER + ["--version"], tmp_path, {}, None) is None
     server.close()
+
+
+def test_the_server_imports_from_the_course_not_from_where_the_batch_was_started(forks, tmp_path):
+    # `python -m` puts the working folder first on sys.path: a module planted in a folder student code can
+    # write (the batch started from /tmp) must not be imported by the server or its forks, which run as root
+    with open(f"/proc/{forks.proc.pid}/cwd/nbgrader_config.py"):
+        pass   # the server runs in the course's root (where nbgrader_config.py is)
+    assert os.path.realpath(f"/proc/{forks.proc.pid}/cwd") == os.path.realpath(REPO)

@@ -333,7 +333,7 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
     closed = sandbox.closed_workspace(course, log) if why_not is None else contextlib.nullcontext()
     try:
         (scratch / "server").mkdir(mode=0o700)
-        forks = fork_server.ForkServer(scratch / "server", env)
+        forks = fork_server.ForkServer(scratch / "server", env, course.root)
         with closed, concurrent.futures.ThreadPoolExecutor(max_workers=len(devices)) as pool:
             for future in [pool.submit(worker, device) for device in devices]:
                 runs += future.result()

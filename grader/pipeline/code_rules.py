@@ -32,6 +32,9 @@ FORBIDDEN_MODULES = frozenset({"builtins", "importlib", "ctypes", "gc", "inspect
                                "pickle", "marshal", "shelve", "dill", "cloudpickle", "code", "codeop", "runpy",
                                "timeit", "cProfile", "profile", "pdb", "bdb", "trace", "doctest", "pydoc",
                                "zipimport", "pkgutil", "imp", "site", "cffi",
+                               # modules that start a program by another route (a red team started a
+                               # detached Python through webbrowser's "browser" command)
+                               "webbrowser", "_posixsubprocess",
                                # NumPy's ways to raw memory: ctypes, and views with any strides
                                "ctypeslib", "stride_tricks"})
 # Attribute and imported names that run code or start processes by another route: a process (os.system,

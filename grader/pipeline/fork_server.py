@@ -176,12 +176,14 @@ class ForkServer:
     """The batch's side: start the server, ask it for forks; None from `start` means "start nbgrader as
     usual" (the server could not start, or the command is not nbgrader_process's)."""
 
-    def __init__(self, folder: Path, env: dict):
+    def __init__(self, folder: Path, env: dict, cwd: Path):
         self.path, self.proc, self.ready = str(Path(folder) / "nbgrader.sock"), None, False
         if os.environ.get(OFF_ENV) == "0":
             return
+        # In the course's root, as nbgrader was started: `python -m` puts its folder first on the import
+        # path of the server and every fork, so it must not be one that student code can write (/tmp).
         self.proc = processes.start([sys.executable, "-m", "grader.pipeline.fork_server", self.path], env=env,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                    cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + START_TIMEOUT_S
         while not os.path.exists(self.path) and self.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
