@@ -10,7 +10,7 @@ What keeps a fork the same as a freshly started nbgrader:
 - the server only imports: it reads no notebook, opens no gradebook and never touches a GPU, so CUDA is
   initialized in each fork, after its CUDA_VISIBLE_DEVICES is set;
 - it forks only while Python runs no other thread (a lock held by another thread would stay locked in
-  the fork) and the CUDA driver is not even loaded; otherwise it refuses to serve and the batch starts
+  the fork) and CUDA is not initialized; otherwise it refuses to serve and the batch starts
   nbgrader as before;
 - the fork gets the environment the batch gives it, as a new process would.
 
@@ -57,14 +57,21 @@ def _python_threads() -> int:
     return threading.active_count()
 
 
-def _cuda_driver_loaded() -> bool:
-    """Whether this process has loaded the CUDA driver (libcuda): once a process has initialized CUDA, its
-    forks cannot use the GPU. torch and Triton load it only when first asked for a device."""
+def _cuda_initialized() -> bool:
+    """Whether this process has initialized CUDA: once it has, its forks cannot use the GPU. Initializing
+    opens the driver's device files (/dev/nvidiactl, /dev/nvidia0, ...), which is what this looks for.
+    Merely loading the driver's library is harmless, and a CUDA build of torch does that at import."""
     try:
-        with open("/proc/self/maps") as maps:
-            return any("libcuda.so" in line for line in maps)
+        fds = os.listdir("/proc/self/fd")
     except OSError:
         return True   # cannot tell: do not fork
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("/dev/nvidia"):
+                return True
+        except OSError:   # the descriptor listdir itself used, closed since
+            continue
+    return False
 
 
 def serve(path: str) -> None:
@@ -74,8 +81,8 @@ def serve(path: str) -> None:
         print(f"fork server: {_python_threads()} threads after the imports; not serving", file=sys.stderr,
               flush=True)
         sys.exit(3)
-    if _cuda_driver_loaded():
-        print("fork server: the imports loaded the CUDA driver; not serving", file=sys.stderr, flush=True)
+    if _cuda_initialized():
+        print("fork server: the imports initialized CUDA; not serving", file=sys.stderr, flush=True)
         sys.exit(3)
     parent = os.getppid()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
