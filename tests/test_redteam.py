@@ -21,6 +21,7 @@ import sys
 import textwrap
 
 import nbformat
+import psutil
 import pytest
 import torch
 import triton
@@ -494,11 +495,14 @@ def test_speed_cells_score_0_without_a_gpu_even_if_the_student_unsets_nbgrader_e
 # ---------------------------------------------------------------------------------------------------
 # Against the batch: the real pipeline
 
-def _grade(root, students: dict, timeout_s=120):
+def _grade(root, students: dict, timeout_s=120, sanitize=True):
+    # sanitize=False: what the operating system stops is tested by code the submission rules would refuse
+    # (os.fork), standing for a route to a process that the rules do not know.
     nbgrader(root, "generate_assignment", "day1", "--force")
     for student, nb in students.items():
         classroom.submit(root, student, "day1", "vector_add", nb)
-    submissions.sanitize_day(root / "grading" / "submitted", root / "exercises" / "day1", "day1")
+    if sanitize:
+        submissions.sanitize_day(root / "grading" / "submitted", root / "exercises" / "day1", "day1")
     runs = batch.autograde_day(root, "day1", timeout_s=timeout_s, students=list(students), log=lambda *a: None)
     return {r.student: r for r in runs if r.notebook == "vector_add"}, classroom.exported(root)
 
@@ -549,8 +553,7 @@ def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(c
     _, scores = _grade(course_copy, {"aaa_victim": filled("day1", "vector_add"), "zzz_snoop": snoop})
     assert scores["zzz_snoop"] == scores["aaa_victim"] > 0         # the snooping does not stop its own run
     assert DEVICE.is_gpu or scores["aaa_victim"] == 3.0
-    graded = nbformat.read(course_copy / "grading" / "autograded" / "zzz_snoop" / "day1" / "vector_add.ipynb", 4)
-    printed = "".join(o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
+    printed = _printed(course_copy, "zzz_snoop")
     for what in SNOOPED:
         assert f"REFUSED {what} PermissionError" in printed, printed
     # Afterwards the workspace is open again to the instructor's own account, as before grading.
@@ -568,9 +571,74 @@ def test_a_detached_child_process_cannot_hold_the_batch_past_the_time_limit(cour
             os.setsid()
             time.sleep(30)
             os.kill(os.getpid(), 9)
+        print("FORKED")
         '''))
-    runs, _ = _grade(course_copy, {"rt_stall": nb}, timeout_s=10)
+    runs, _ = _grade(course_copy, {"rt_stall": nb}, timeout_s=10, sanitize=False)
     assert runs["rt_stall"].seconds < 25
+    assert "FORKED" in _printed(course_copy, "rt_stall")
+
+
+def _printed(root, student) -> str:
+    graded = nbformat.read(root / "grading" / "autograded" / student / "day1" / "vector_add.ipynb", 4)
+    return "".join(o.get("text", "") or f"{o.get('ename')}: {o.get('evalue')}\n" * (o.get("output_type") == "error")
+                   for c in graded.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def test_a_notebook_forks_and_allocates_only_so_far_and_all_it_leaves_running_is_killed(course_copy, monkeypatch):
+    # A kernel's user may have at most GRADER_PROCESS_LIMIT processes and threads at once and
+    # GRADER_MEMORY_LIMIT_GIB of memory for its data (a MemoryError in the cell beyond it), and every
+    # process of that user is killed when its notebook ends. A process that keeps forking and exiting (a
+    # new pid every moment, in a session of its own) slips through a walk of the process tree; not this.
+    _require_sandbox()
+    monkeypatch.setenv("GRADER_PROCESS_LIMIT", "150")
+    monkeypatch.setenv("GRADER_MEMORY_LIMIT_GIB", "3")
+    nb = filled("day1", "vector_add")
+    insert_before(nb, "add", textwrap.dedent('''
+        import os, sys, time
+        print("KERNEL USER", os.getuid(), flush=True)
+        try:
+            hoard = bytearray(4 * 2**30)
+            print("MEMORY GRANTED")
+        except MemoryError:
+            print("MEMORY REFUSED")
+        if os.fork() == 0:   # (a fork is a copy of the kernel: it must never return into it)
+            try:
+                os.setsid()
+                while True:
+                    try:
+                        if os.fork() > 0:
+                            os._exit(0)
+                    except OSError:
+                        pass
+                    time.sleep(0.002)
+            finally:
+                os._exit(0)
+        sleepers = []
+        try:
+            while len(sleepers) < 400:
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        time.sleep(600)
+                    finally:
+                        os._exit(0)
+                sleepers.append(pid)
+        except OSError as e:
+            print("FORKS REFUSED AFTER", len(sleepers), type(e).__name__)
+        for pid in sleepers:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        '''))
+    runs, scores = _grade(course_copy, {"rt_hopper": nb, "zz_classmate": filled("day1", "vector_add")},
+                          timeout_s=90, sanitize=False)
+    printed = _printed(course_copy, "rt_hopper")
+    assert "FORKS REFUSED AFTER" in printed, printed
+    uid = int(printed.split("KERNEL USER")[1].split()[0])
+    refused = int(printed.split("FORKS REFUSED AFTER")[1].split()[0])
+    assert uid >= sandbox.UID_BASE and refused < 150 and "MEMORY REFUSED" in printed, printed
+    left = [p.info for p in psutil.process_iter(["pid", "uids", "cmdline"]) if p.info["uids"] and uid in p.info["uids"]]
+    assert not left, left
+    assert scores["rt_hopper"] == scores["zz_classmate"] > 0   # its own answer still graded, and the classmate's
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -134,6 +134,8 @@ def start_notebook(course: Course, day: str, student: str, notebook: str, env: d
     `go`, nbgrader gets ready (gradebook, its kernel with torch loaded) and runs no cell until
     finish_notebook creates that file."""
     env = dict(env, **({"CUDA_VISIBLE_DEVICES": device} if device else {}), **({GO_ENV: str(go)} if go else {}))
+    if sandboxed and go is not None:
+        env[sandbox.UIDS_ENV] = str(_uids_record(go))
     if sandboxed:
         sandbox.close_ahead(course.autograded / student / day)
     # Output to a file: a process the notebook leaves behind could hold a pipe open for ever.
@@ -145,6 +147,19 @@ def start_notebook(course: Course, day: str, student: str, notebook: str, env: d
     return Started(proc, out, day, student, notebook, info, device, sandboxed, go)
 
 
+def _uids_record(go: Path) -> Path:
+    """Where a notebook's kernel launcher writes its user id (sandbox.UIDS_ENV): beside its gate."""
+    return go.with_name(go.name + ".uids")
+
+
+def _kill_leftovers(started: Started) -> None:
+    """Kill whatever the notebook's processes left running: everything of its kernel's user where the
+    kernel was sandboxed, then the batch's children that are not a running nbgrader."""
+    if started.sandboxed and started.go is not None:
+        sandbox.kill_users(_uids_record(started.go))
+    processes.kill_orphans()
+
+
 def abandon_notebook(started: Started) -> None:
     """Kill a started notebook that will not get its turn (the batch is ending on an error)."""
     processes.kill_tree(started.proc.pid)
@@ -153,6 +168,7 @@ def abandon_notebook(started: Started) -> None:
     except subprocess.TimeoutExpired:
         pass
     processes.forget(started.proc.pid)
+    _kill_leftovers(started)
     started.out.close()
 
 
@@ -185,7 +201,7 @@ def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhil
                 proc.wait(timeout=30)
         finally:
             processes.forget(started.proc.pid)
-            processes.kill_orphans()
+            _kill_leftovers(started)
             if started.sandboxed:
                 sandbox.reclaim(course.autograded / student / day)
         out.seek(0)
@@ -259,8 +275,10 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
         + f" (torch {info['torch']}, triton {info['triton']}, {platform.node()})")
     why_not = sandbox.unavailable()
     if why_not is None:
+        env.setdefault(sandbox.MEMORY_ENV, f"{sandbox.memory_limit_gib(len(devices)):.1f}")
         log("each notebook's kernel runs as a user of its own: it can read the course's code, not the grading "
-            "workspace or the solutions, and write only its own folders")
+            f"workspace or the solutions, write only its own folders, and have at most "
+            f"{sandbox.process_limit()} processes and threads and {env[sandbox.MEMORY_ENV]} GiB of memory")
     else:
         log(f"note: student code runs with this account's rights ({why_not}); grade untrusted work in the "
             f"container (see README, 'Untrusted code').")

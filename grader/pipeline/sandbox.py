@@ -23,6 +23,7 @@ import contextlib
 import functools
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -42,6 +43,20 @@ AUTOGRADED_ENV = "GRADER_AUTOGRADED"
 # Variables a kernel must not inherit: a PostgreSQL gradebook's URL holds its password; the hidden
 # cases' seed is the grading checker's alone.
 SECRETS = ("NBGRADER_DB_URL", "PGPASSWORD", "PGPASSFILE", "GRADER_SECRET_SEED")
+# Where the launcher writes its kernel's user id (set by the batch for each notebook, in a folder that is
+# the grader's alone): after the notebook, every process of that user is killed (kill_users).
+UIDS_ENV = "GRADER_KERNEL_UIDS"
+# The most processes and threads a kernel's user may have at once (RLIMIT_NPROC counts both). A kernel
+# with torch's thread pool and Triton's compiler threads uses tens to a few hundred on a machine with
+# many cores; a notebook that forks without end is stopped there instead of filling the machine's
+# process table while it waits for its time limit. GRADER_PROCESS_LIMIT changes it.
+PROCESS_LIMIT = 4096
+# The most memory a kernel's user may map for its own data (RLIMIT_DATA), in GiB: a notebook that
+# allocates without end gets a MemoryError in its cell instead of taking the machine's memory from the
+# grader and the other notebooks. GPU memory is not counted (the driver maps it as shared memory), nor the
+# address space CUDA reserves without using it. The batch sets it from the machine's memory
+# (memory_limit_gib); an instructor may set it.
+MEMORY_ENV = "GRADER_MEMORY_LIMIT_GIB"
 PROBE = ("import torch, triton, ipykernel, grader, os, getpass; getpass.getuser(); "
          "print(torch.cuda.is_available()); os.listdir('.')")
 
@@ -80,6 +95,44 @@ def unavailable() -> str | None:
 
 def kernel_uid(pid: int | None = None) -> int:
     return UID_BASE + (os.getpid() if pid is None else pid)
+
+
+def process_limit() -> int:
+    return int(os.environ.get("GRADER_PROCESS_LIMIT") or PROCESS_LIMIT)
+
+
+def memory_limit_gib(kernels_at_once: int) -> float:
+    """Each running kernel's share of half the machine's memory (at least 4 GiB): the rest is the
+    grader's, the waiting kernels' and the system's."""
+    import psutil
+    return max(4.0, psutil.virtual_memory().total / 2**30 / 2 / max(1, kernels_at_once))
+
+
+# Run as a kernel's user: kill(-1) signals every process this user may signal, that is every process of
+# that user, and no other. Linux holds back new processes while it sends, and a process with a kill
+# pending cannot fork, so one pass reaches everything, however it hid (a new session, a process that
+# forks and exits to change its pid); the repeats are only a margin.
+_KILL_ALL = ("import os\nfor _ in range(3):\n    try:\n        os.kill(-1, 9)\n"
+             "    except ProcessLookupError:\n        break\n")
+
+
+def kill_users(record: Path) -> None:
+    """Kill every process of the kernel users listed in `record` (UIDS_ENV), then forget the list.
+
+    What a notebook leaves behind runs as its kernel's user, which no other live kernel has, so this ends
+    it all, including processes the batch's own process tree no longer shows."""
+    try:
+        uids = {int(line) for line in record.read_text().split()}
+    except (OSError, ValueError):
+        return
+    for uid in uids:
+        if uid >= UID_BASE:   # never root's or an account's processes
+            try:
+                subprocess.run([sys.executable, "-I", "-S", "-c", _KILL_ALL], user=uid, group=uid,
+                               extra_groups=[], timeout=60, capture_output=True)
+            except (OSError, subprocess.SubprocessError):
+                pass
+    record.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -152,7 +205,7 @@ def kernelspec_dir(parent: Path) -> Path:
 
 
 def _kernel_env(home: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS and k != UIDS_ENV}
     env.update(HOME=str(home), TRITON_CACHE_DIR=str(home / "triton"), MPLCONFIGDIR=str(home / "matplotlib"),
                IPYTHONDIR=str(home / "ipython"), JUPYTER_RUNTIME_DIR=str(home), XDG_CACHE_HOME=str(home / "cache"),
                TORCHINDUCTOR_CACHE_DIR=str(home / "inductor"), TMPDIR=str(home),
@@ -209,6 +262,15 @@ def launch(connection_file: str, extra: list) -> None:
     for path in (home, connection):
         os.chown(path, uid, uid)
     env = _kernel_env(home)
+    record = os.environ.get(UIDS_ENV)
+    if record:
+        with open(record, "a") as f:
+            f.write(f"{uid}\n")
+    resource.setrlimit(resource.RLIMIT_NPROC, (process_limit(), process_limit()))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # no core files of a crashed GPU process on the disk
+    if os.environ.get(MEMORY_ENV):
+        limit = int(float(os.environ[MEMORY_ENV]) * 2**30)
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     _drop(uid)()
     os.execve(sys.executable, [sys.executable, "-c", KERNEL_MAIN, "-f", str(connection), *extra], env)
 
