@@ -546,6 +546,10 @@ def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(c
     _require_sandbox()
     (course_copy / "grading" / "feedback").mkdir(parents=True)
     snoop = filled("day1", "vector_add")
+    # The process's own memory, by a path built at run time (the rules see only written-out paths):
+    # closed by Landlock where the machine allows it (grader/pipeline/landlock.py).
+    insert_before(snoop, "add", "try:\n    open('/'.join(['', 'proc', 'self', 'mem']), 'r+b').close()\n"
+                  "    print('WROTE its own memory')\nexcept OSError as e:\n    print('REFUSED its own memory', type(e).__name__)\n")
     insert_before(snoop, "add", "import pathlib\n" + "".join(
         f"try:\n    p = pathlib.Path({path!r}).expanduser()\n    list(p.iterdir()) if p.is_dir() else p.read_bytes()\n"
         f"    print('READ', {what!r})\nexcept OSError as e:\n    print('REFUSED', {what!r}, type(e).__name__)\n"
@@ -556,6 +560,8 @@ def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(c
     printed = _printed(course_copy, "zzz_snoop")
     for what in SNOOPED:
         assert f"REFUSED {what} PermissionError" in printed, printed
+    confined = sandbox.writes_confined() is None
+    assert ("REFUSED its own memory PermissionError" if confined else "WROTE its own memory") in printed, printed
     # Afterwards the workspace is open again to the instructor's own account, as before grading.
     grading = course_copy / "grading"
     for path in (grading, grading / "submitted", grading / "gradebook.db", grading / "autograded" / "zzz_snoop" / "day1"):

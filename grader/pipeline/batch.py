@@ -276,9 +276,14 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
     why_not = sandbox.unavailable()
     if why_not is None:
         env.setdefault(sandbox.MEMORY_ENV, f"{sandbox.memory_limit_gib(len(devices)):.1f}")
+        confined = sandbox.writes_confined()
+        if confined is None:
+            env[sandbox.LANDLOCK_ENV] = "1"
         log("each notebook's kernel runs as a user of its own: it can read the course's code, not the grading "
             f"workspace or the solutions, write only its own folders, and have at most "
-            f"{sandbox.process_limit()} processes and threads and {env[sandbox.MEMORY_ENV]} GiB of memory")
+            f"{sandbox.process_limit()} processes and threads and {env[sandbox.MEMORY_ENV]} GiB of memory"
+            + ("; Linux's Landlock keeps it from writing elsewhere, its own memory included" if confined is None
+               else f"; file modes alone say where it writes ({confined})"))
     else:
         log(f"note: student code runs with this account's rights ({why_not}); grade untrusted work in the "
             f"container (see README, 'Untrusted code').")

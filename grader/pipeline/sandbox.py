@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 from grader.course import REPO, Course
+from grader.pipeline import landlock
 
 KERNEL_NAME = "grader-sandbox"
 # Kernel user ids: this base plus the launcher's process id, so no two live kernels share one. Far above
@@ -57,6 +58,10 @@ PROCESS_LIMIT = 4096
 # address space CUDA reserves without using it. The batch sets it from the machine's memory
 # (memory_limit_gib); an instructor may set it.
 MEMORY_ENV = "GRADER_MEMORY_LIMIT_GIB"
+# "1": the launcher confines the kernel's writes with Landlock (grader/pipeline/landlock.py). The batch sets
+# it where writes_confined() found that a confined kernel still computes.
+LANDLOCK_ENV = "GRADER_LANDLOCK"
+LANDLOCK_PROBE = "import sys, torch\nx = torch.ones(4, device=sys.argv[1])\nprint(float((x + 1).sum()))"
 PROBE = ("import torch, triton, ipykernel, grader, os, getpass; getpass.getuser(); "
          "print(torch.cuda.is_available()); os.listdir('.')")
 
@@ -90,6 +95,42 @@ def unavailable() -> str | None:
         return f"a plain user cannot start a kernel here ({last[:200]})"
     if want_gpu and probe.stdout.strip() != "True":
         return "a plain user cannot see the GPU (check the permissions of /dev/nvidia*)"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def writes_confined() -> str | None:
+    """Why Landlock will not confine the kernels' writes on this machine, or None when it will.
+
+    Probed once per process: a kernel's user under Landlock must still compute, on the GPU where there is
+    one. (On one GPU machine, a virtual one, CUDA failed to start under Landlock: "OS call failed or
+    operation not supported on this OS", from cudaGetDeviceCount; there the file modes alone apply.)"""
+    why_not = unavailable()
+    if why_not is not None:
+        return why_not
+    if not landlock.abi():
+        return "this Linux kernel has no Landlock"
+    import torch
+    device = "cuda" if torch.cuda.is_available() else "cpu"   # as the grader sees it, not the confined kernel
+    uid = kernel_uid()
+    home = tempfile.mkdtemp(prefix="grader-probe-")
+
+    def confine():
+        _drop(uid)()
+        why = landlock.restrict_writes([home, "/tmp", "/dev"])
+        if why is not None:
+            raise OSError(why)
+    try:
+        os.chown(home, uid, uid)
+        probe = subprocess.run([sys.executable, "-c", LANDLOCK_PROBE, device], cwd=home, env=_kernel_env(Path(home)),
+                               preexec_fn=confine, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"Landlock could not confine a kernel here ({e})"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"a kernel confined by Landlock could not compute here ({last[:200]})"
     return None
 
 
@@ -272,6 +313,10 @@ def launch(connection_file: str, extra: list) -> None:
         limit = int(float(os.environ[MEMORY_ENV]) * 2**30)
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     _drop(uid)()
+    # Writes only to its home, its notebook's folder (where nbgrader starts it), /tmp and devices, and not
+    # to its own memory through /proc (grader/pipeline/landlock.py); where that cannot be, file modes alone.
+    if os.environ.get(LANDLOCK_ENV) == "1":
+        landlock.restrict_writes([str(home), os.getcwd(), "/tmp", "/dev"])
     os.execve(sys.executable, [sys.executable, "-c", KERNEL_MAIN, "-f", str(connection), *extra], env)
 
 
