@@ -16,22 +16,24 @@ from grader.pipeline import fork_server
 NBGRADER = [sys.executable, "-m", fork_server.MODULE]
 
 
+def _printed_by(code: str) -> list:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout.split()
+
+
 def test_what_the_server_imports_starts_no_python_thread_and_no_cuda():
     # (on a GPU machine this also says that importing torch and Triton left CUDA uninitialized)
-    code = ("import importlib; from grader.pipeline import fork_server as f\n"
-            "for m in f.PRELOAD: importlib.import_module(m)\n"
-            "print(f._python_threads(), f._cuda_initialized())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.stdout.split() == ["1", "False"], out.stdout + out.stderr
+    assert _printed_by("import importlib; from grader.pipeline import fork_server as f\n"
+                       "for m in f.PRELOAD: importlib.import_module(m)\n"
+                       "print(f._python_threads(), f._cuda_initialized())") == ["1", "False"]
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/nvidiactl"), reason="needs a GPU")
 def test_a_process_that_initialized_cuda_is_not_forked_from():
-    code = ("import torch; from grader.pipeline import fork_server as f\n"
-            "before = f._cuda_initialized(); torch.zeros(1, device='cuda')\n"
-            "print(before, f._cuda_initialized())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.stdout.split() == ["False", "True"], out.stdout + out.stderr
+    assert _printed_by("import torch; from grader.pipeline import fork_server as f\n"
+                       "before = f._cuda_initialized(); torch.zeros(1, device='cuda')\n"
+                       "print(before, f._cuda_initialized())") == ["False", "True"]
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """Landlock's write confinement of a sandboxed kernel (grader/pipeline/landlock.py), in a child process.
 
 tests/test_redteam.py grades a notebook that tries to write its own memory through the real pipeline."""
-import os
 import subprocess
 import sys
 
