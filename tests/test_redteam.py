@@ -593,9 +593,11 @@ def _printed(root, student) -> str:
 
 def test_a_notebook_forks_and_allocates_only_so_far_and_all_it_leaves_running_is_killed(course_copy, monkeypatch):
     # A kernel's user may have at most GRADER_PROCESS_LIMIT processes and threads at once and
-    # GRADER_MEMORY_LIMIT_GIB of memory for its data (a MemoryError in the cell beyond it), and every
-    # process of that user is killed when its notebook ends. A process that keeps forking and exiting (a
-    # new pid every moment, in a session of its own) slips through a walk of the process tree; not this.
+    # GRADER_MEMORY_LIMIT_GIB of memory for a process's data (a MemoryError in the cell beyond it), and
+    # every process of that user is killed when its notebook ends, its files in /tmp and /dev/shm removed.
+    # A process that keeps forking and exiting (a new pid every moment, in a session of its own) slips
+    # through a walk of the process tree; one that kills every other process of its user once its kernel
+    # has ended killed a killer that was still starting (a red team's). Neither escapes now.
     _require_sandbox()
     # (A kernel on a GPU machine has more threads of its own: torch's pools, CUDA's, Triton's compilers.)
     limit = 600 if DEVICE.is_gpu else 150
@@ -610,6 +612,18 @@ def test_a_notebook_forks_and_allocates_only_so_far_and_all_it_leaves_running_is
             print("MEMORY GRANTED")
         except MemoryError:
             print("MEMORY REFUSED")
+        for folder in ("/tmp", "/dev/shm"):   # files in the shared temporary folders (disk, memory)
+            with open(f"{folder}/left-by-{os.getuid()}", "wb") as f:
+                f.write(bytes(2**20))
+        kernel = os.getpid()
+
+        def kernel_ended():
+            try:
+                with open(f"/proc/{kernel}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] in "ZX"
+            except OSError:
+                return True
+
         if os.fork() == 0:   # (a fork is a copy of the kernel: it must never return into it)
             try:
                 os.setsid()
@@ -619,7 +633,12 @@ def test_a_notebook_forks_and_allocates_only_so_far_and_all_it_leaves_running_is
                             os._exit(0)
                     except OSError:
                         pass
-                    time.sleep(0.002)
+                    if kernel_ended():   # then kill every other process of this user: the batch's killer too
+                        try:
+                            os.kill(-1, 9)
+                        except OSError:
+                            pass
+                    time.sleep(0.001)
             finally:
                 os._exit(0)
         sleepers = []
@@ -645,8 +664,11 @@ def test_a_notebook_forks_and_allocates_only_so_far_and_all_it_leaves_running_is
     uid = int(printed.split("KERNEL USER")[1].split()[0])
     refused = int(printed.split("FORKS REFUSED AFTER")[1].split()[0])
     assert uid >= sandbox.UID_BASE and refused < limit and "MEMORY REFUSED" in printed, printed
-    left = [p.info for p in psutil.process_iter(["pid", "uids", "cmdline"]) if p.info["uids"] and uid in p.info["uids"]]
+    left = [p.info for p in psutil.process_iter(["pid", "uids", "status"])
+            if p.info["uids"] and uid in p.info["uids"] and p.info["status"] != psutil.STATUS_ZOMBIE]
     assert not left, left
+    for folder in ("/tmp", "/dev/shm"):
+        assert not os.path.exists(f"{folder}/left-by-{uid}")
     # The classmate graded beside it keeps full marks. (The hopper's own score is its business: each hop
     # leaves an exited process that the batch collects only after the notebook, and those count against
     # its limit, so on a GPU its own kernel could no longer start Triton's compiler and scored 0.)

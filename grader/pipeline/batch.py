@@ -281,7 +281,8 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
             env[sandbox.LANDLOCK_ENV] = "1"
         log("each notebook's kernel runs as a user of its own: it can read the course's code, not the grading "
             f"workspace or the solutions, write only its own folders, and have at most "
-            f"{sandbox.process_limit()} processes and threads and {env[sandbox.MEMORY_ENV]} GiB of memory"
+            f"{sandbox.process_limit()} processes and threads, and {env[sandbox.MEMORY_ENV]} GiB of private data per "
+            f"process"
             + ("; Linux's Landlock keeps it from writing elsewhere, its own memory included" if confined is None
                else f"; file modes alone say where it writes ({confined})"))
     else:

@@ -49,20 +49,24 @@ def adopt_orphans(on: bool = True) -> None:
         pass
 
 
-def kill_orphans() -> None:
+def kill_orphans(passes: int = 20) -> None:
     """Kill what graded notebooks left behind: our children started since grading began that are not a
-    running nbgrader (the only children a worker starts)."""
-    with _ACTIVE_LOCK:  # no worker starts an nbgrader while its siblings are told apart from orphans
-        orphans = []
-        for child in psutil.Process().children():
-            try:
-                if child.pid not in _ACTIVE and (child.status() == psutil.STATUS_ZOMBIE
-                                                 or child.create_time() >= _BATCH_START[0] - 1):
-                    orphans.append(child.pid)   # a zombie among them is an adopted orphan that ended: reap it
-            except psutil.Error:
-                pass
-    for pid in orphans:
-        kill_tree(pid)
+    running nbgrader (the only children a worker starts). Again while a pass finds one: an orphan that
+    forks and exits leaves a new orphan behind."""
+    for _ in range(passes):
+        with _ACTIVE_LOCK:  # no worker starts an nbgrader while its siblings are told apart from orphans
+            orphans = []
+            for child in psutil.Process().children():
+                try:
+                    if child.pid not in _ACTIVE and (child.status() == psutil.STATUS_ZOMBIE
+                                                     or child.create_time() >= _BATCH_START[0] - 1):
+                        orphans.append(child.pid)   # a zombie among them is an adopted orphan that ended: reap it
+                except psutil.Error:
+                    pass
+        if not orphans:
+            return
+        for pid in orphans:
+            kill_tree(pid)
 
 
 def start(command: list, **popen_args) -> subprocess.Popen:

@@ -25,6 +25,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,11 +53,12 @@ UIDS_ENV = "GRADER_KERNEL_UIDS"
 # many cores; a notebook that forks without end is stopped there instead of filling the machine's
 # process table while it waits for its time limit. GRADER_PROCESS_LIMIT changes it.
 PROCESS_LIMIT = 4096
-# The most memory a kernel's user may map for its own data (RLIMIT_DATA), in GiB: a notebook that
-# allocates without end gets a MemoryError in its cell instead of taking the machine's memory from the
-# grader and the other notebooks. GPU memory is not counted (the driver maps it as shared memory), nor the
-# address space CUDA reserves without using it. The batch sets it from the machine's memory
-# (memory_limit_gib); an instructor may set it.
+# The most memory each of a kernel's processes may map for its private data (RLIMIT_DATA), in GiB: a
+# notebook that allocates without end gets a MemoryError in its cell instead of taking the machine's
+# memory from the grader and the other notebooks. GPU memory is not counted (the driver maps it as shared
+# memory), nor the address space CUDA reserves without using it. A guard against the common runaway, not
+# a boundary: shared memory and several processes go past it (docs/threat-model.md). The batch sets it
+# from the machine's memory (memory_limit_gib); an instructor may set it.
 MEMORY_ENV = "GRADER_MEMORY_LIMIT_GIB"
 # "1": the launcher confines the kernel's writes with Landlock (grader/pipeline/landlock.py). The batch sets
 # it where writes_confined() found that a confined kernel still computes.
@@ -149,30 +151,81 @@ def memory_limit_gib(kernels_at_once: int) -> float:
     return max(4.0, psutil.virtual_memory().total / 2**30 / 2 / max(1, kernels_at_once))
 
 
-# Run as a kernel's user: kill(-1) signals every process this user may signal, that is every process of
-# that user, and no other. Linux holds back new processes while it sends, and a process with a kill
-# pending cannot fork, so one pass reaches everything, however it hid (a new session, a process that
-# forks and exits to change its pid); the repeats are only a margin.
-_KILL_ALL = ("import os\nfor _ in range(3):\n    try:\n        os.kill(-1, 9)\n"
-             "    except ProcessLookupError:\n        break\n")
+def _kill_all_as(uid: int):
+    """For a child process: become `uid` and, at once, kill(-1). That signals every process this user may
+    signal, that is every process of that user and no other. Linux holds back new processes while it
+    sends, and a process with a kill pending cannot fork, so one call reaches everything, however it hid
+    (a new session, a process that forks and exits to change its pid). It runs before the child's exec:
+    a red team's leftover that sent kill(-1) every millisecond killed a killer that was still starting
+    Python."""
+    def kill_all():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return kill_all
 
 
-def kill_users(record: Path) -> None:
-    """Kill every process of the kernel users listed in `record` (UIDS_ENV), then forget the list.
+def _running(uid: int) -> list:
+    """The processes of `uid` that are alive (an ended one waiting to be collected does not count)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    status = dict(line.split(":", 1) for line in f if ":" in line)
+            except (OSError, ValueError):
+                continue
+            if int(status.get("Uid", "-1").split()[0]) == uid and not status.get("State", "").strip().startswith("Z"):
+                found.append(int(entry))
+    return found
+
+
+def _remove_files_of(uid: int, folders=("/tmp", "/dev/shm")) -> None:
+    """What the user left in the shared temporary folders (disk or memory): removed with it."""
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def kill_users(record: Path, attempts: int = 50) -> None:
+    """Kill every process of the kernel users listed in `record` (UIDS_ENV), remove the files they left
+    in /tmp and /dev/shm, then forget the list.
 
     What a notebook leaves behind runs as its kernel's user, which no other live kernel has, so this ends
-    it all, including processes the batch's own process tree no longer shows."""
+    it all, including processes the batch's own process tree no longer shows. Each kill is checked by
+    looking for a live process of that user, and repeated until there is none."""
     try:
         uids = {int(line) for line in record.read_text().split()}
     except (OSError, ValueError):
         return
     for uid in uids:
-        if uid >= UID_BASE:   # never root's or an account's processes
-            try:
-                subprocess.run([sys.executable, "-I", "-S", "-c", _KILL_ALL], user=uid, group=uid,
-                               extra_groups=[], timeout=60, capture_output=True)
-            except (OSError, subprocess.SubprocessError):
+        if uid < UID_BASE:   # never root's or an account's processes
+            continue
+        for _ in range(attempts):
+            if not _running(uid):
+                break
+            try:   # the child kills before it runs anything; what it runs then does not matter
+                subprocess.run([sys.executable, "-I", "-S", "-c", ""], preexec_fn=_kill_all_as(uid),
+                               timeout=60, capture_output=True)
+            except (OSError, subprocess.SubprocessError):   # e.g. the user is at its process limit
                 pass
+        _remove_files_of(uid)
     record.unlink(missing_ok=True)
 
 
@@ -228,8 +281,10 @@ def reclaim(folder: Path, mode: int = 0o700) -> None:
     if not folder.is_dir():
         return
     for path in [folder, *folder.rglob("*")]:
-        if not path.is_symlink():
-            os.chown(path, 0, 0)
+        try:   # not following links: a leftover could swap a file for a link to one of the grader's
+            os.chown(path, 0, 0, follow_symlinks=False)
+        except OSError:
+            pass
     os.chmod(folder, mode)
 
 
