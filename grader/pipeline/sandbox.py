@@ -220,9 +220,12 @@ def kill_users(record: Path, attempts: int = 50) -> None:
         for _ in range(attempts):
             if not _running(uid):
                 break
-            try:   # the child kills before it runs anything; what it runs then does not matter
+            # The child kills before it runs anything; what it runs then does not matter. (Python code in a
+            # child of a process with threads could deadlock on a lock another thread held; the child's
+            # code takes none, glibc's malloc is made safe across fork, and the time limit bounds it.)
+            try:
                 subprocess.run([sys.executable, "-I", "-S", "-c", ""], preexec_fn=_kill_all_as(uid),
-                               timeout=60, capture_output=True)
+                               timeout=10, capture_output=True)
             except (OSError, subprocess.SubprocessError):   # e.g. the user is at its process limit
                 pass
         _remove_files_of(uid)
