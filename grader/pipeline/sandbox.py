@@ -68,33 +68,51 @@ PROBE = ("import torch, triton, ipykernel, grader, os, getpass; getpass.getuser(
          "print(torch.cuda.is_available()); os.listdir('.')")
 
 
+def _as_a_kernel_user(args: list, confined: bool = False):
+    """Run `python args` as a new kernel user in a fresh home, with a kernel's environment (and its writes
+    confined as launch confines them): the CompletedProcess, or the exception that stopped it starting."""
+    uid = kernel_uid()
+    home = tempfile.mkdtemp(prefix="grader-probe-")
+
+    def become():
+        _drop(uid)()
+        if confined:
+            why = _confine_writes(home, home)
+            if why is not None:
+                raise OSError(why)
+    try:
+        os.chown(home, uid, uid)
+        return subprocess.run([sys.executable, *args], cwd=home, env=_kernel_env(Path(home)), preexec_fn=become,
+                              capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as e:
+        return e
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _last_error(probe) -> str:
+    return ((probe.stderr.strip().splitlines() or ["no output"])[-1])[:200]
+
+
 @functools.lru_cache(maxsize=1)
 def unavailable() -> str | None:
     """Why kernels cannot be sandboxed on this machine, or None when they can.
 
-    Probed once per process (a kernel-like start as `nobody`, a few seconds): the batch, `doctor` and
-    `course-run`'s report all ask."""
+    Probed once per process (a kernel-like start as a kernel's user, a few seconds): the batch, `doctor`
+    and `course-run`'s report all ask."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return "the grader does not run as root, so it cannot start kernels as another user"
-    uid = kernel_uid()
     try:
         import torch
         want_gpu = torch.cuda.is_available()
     except ImportError:
         want_gpu = False
-    home = tempfile.mkdtemp(prefix="grader-probe-")
-    try:
-        os.chown(home, uid, uid)
-        probe = subprocess.run([sys.executable, "-c", PROBE], cwd=home, env=_kernel_env(Path(home)),
-                               preexec_fn=_drop(uid), capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.SubprocessError) as e:
-        return (f"a plain user cannot run {sys.executable} ({e.strerror or e}: is a folder on its path, such "
-                f"as /root, closed to other users?)")
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    probe = _as_a_kernel_user(["-c", PROBE])
+    if isinstance(probe, Exception):
+        return (f"a plain user cannot run {sys.executable} ({getattr(probe, 'strerror', None) or probe}: is a "
+                f"folder on its path, such as /root, closed to other users?)")
     if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"a plain user cannot start a kernel here ({last[:200]})"
+        return f"a plain user cannot start a kernel here ({_last_error(probe)})"
     if want_gpu and probe.stdout.strip() != "True":
         return "a plain user cannot see the GPU (check the permissions of /dev/nvidia*)"
     return None
@@ -114,26 +132,17 @@ def writes_confined() -> str | None:
         return "this Linux kernel has no Landlock"
     import torch
     device = "cuda" if torch.cuda.is_available() else "cpu"   # as the grader sees it, not the confined kernel
-    uid = kernel_uid()
-    home = tempfile.mkdtemp(prefix="grader-probe-")
-
-    def confine():
-        _drop(uid)()
-        why = landlock.restrict_writes([home, "/tmp", "/dev"])
-        if why is not None:
-            raise OSError(why)
-    try:
-        os.chown(home, uid, uid)
-        probe = subprocess.run([sys.executable, "-c", LANDLOCK_PROBE, device], cwd=home, env=_kernel_env(Path(home)),
-                               preexec_fn=confine, capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"Landlock could not confine a kernel here ({e})"
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    probe = _as_a_kernel_user(["-c", LANDLOCK_PROBE, device], confined=True)
+    if isinstance(probe, Exception):
+        return f"Landlock could not confine a kernel here ({probe})"
     if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"a kernel confined by Landlock could not compute here ({last[:200]})"
+        return f"a kernel confined by Landlock could not compute here ({_last_error(probe)})"
     return None
+
+
+def _confine_writes(home: str, folder: str) -> str | None:
+    """Landlock for a kernel: it writes to its home, its notebook's folder, /tmp and devices only."""
+    return landlock.restrict_writes([home, folder, "/tmp", "/dev"])
 
 
 def kernel_uid(pid: int | None = None) -> int:
@@ -159,9 +168,7 @@ def _kill_all_as(uid: int):
     a red team's leftover that sent kill(-1) every millisecond killed a killer that was still starting
     Python."""
     def kill_all():
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
+        _drop(uid)()
         try:
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:
@@ -374,7 +381,9 @@ def launch(connection_file: str, extra: list) -> None:
     # Writes only to its home, its notebook's folder (where nbgrader starts it), /tmp and devices, and not
     # to its own memory through /proc (grader/pipeline/landlock.py); where that cannot be, file modes alone.
     if os.environ.get(LANDLOCK_ENV) == "1":
-        landlock.restrict_writes([str(home), os.getcwd(), "/tmp", "/dev"])
+        why = _confine_writes(str(home), os.getcwd())
+        if why is not None:   # into nbgrader's log; the kernel runs, confined by file modes alone
+            print(f"grading sandbox: writes not confined ({why})", file=sys.stderr, flush=True)
     os.execve(sys.executable, [sys.executable, "-c", KERNEL_MAIN, "-f", str(connection), *extra], env)
 
 
