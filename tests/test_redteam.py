@@ -524,6 +524,26 @@ def test_a_notebook_cannot_change_another_students_submission(course_copy):
     assert DEVICE.is_gpu or scores["zzz_victim"] == 3.0
 
 
+def test_a_notebook_cannot_make_the_grader_write_through_a_link_in_its_folder(course_copy):
+    # The kernel has its notebook's folder, where nbgrader (root) later writes the graded notebook. A red
+    # team's notebook replaced itself there with a link to a classmate's blank submission, which nbgrader
+    # then overwrote with the cheat's graded answers: the classmate scored full marks. The folder is taken
+    # back, links removed, before nbgrader writes (grader/pipeline/sandbox.py, take_back).
+    _require_sandbox()
+    linker = filled("day1", "vector_add")
+    insert_before(linker, "add", textwrap.dedent('''
+        import os
+        os.unlink("vector_add.ipynb")
+        os.symlink("../../../submitted/zzz_friend/day1/vector_add.ipynb", "vector_add.ipynb")
+        print("LINKED")
+        '''))
+    _, scores = _grade(course_copy, {"aaa_linker": linker, "zzz_friend": classroom.untouched("day1", "vector_add")})
+    assert "LINKED" in _printed(course_copy, "aaa_linker")       # the link was made, and did nothing
+    assert scores["zzz_friend"] == 0 and scores["aaa_linker"] > 0
+    graded = course_copy / "grading" / "autograded" / "aaa_linker" / "day1" / "vector_add.ipynb"
+    assert graded.is_file() and not graded.is_symlink()
+
+
 def _require_sandbox():
     why_not = sandbox.unavailable()
     if why_not:

@@ -133,6 +133,7 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
             ready_file(Path(self._go)).touch()
         self._gate_passed = threading.Event()
         self._folder_owner = None     # the kernel user that has the notebook's folder
+        self._folder = None
         self._checker = None
         # The checker needs torch and the GPU (seconds to load and start): made ready while the
         # kernel starts (or this notebook waits its turn), not when the first graded cell waits. The GPU
@@ -156,8 +157,18 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
         uid = self._kernel_uid()
         if uid is not None and uid != self._folder_owner:
             from grader.pipeline import sandbox
-            sandbox.hand_over(self.resources.get("metadata", {}).get("path") or os.getcwd(), uid)
+            self._folder = self.resources.get("metadata", {}).get("path") or os.getcwd()
+            sandbox.hand_over(self._folder, uid)
             self._folder_owner = uid
+
+    def _take_folder_back(self):
+        """Once the kernel has ended, before nbgrader writes the graded notebook into its folder: nothing of
+        the kernel's user runs any more, and the folder is the grader's again, without the links the
+        kernel may have left there (nbgrader, as root, would write through them)."""
+        if self._folder_owner is not None:
+            from grader.pipeline import sandbox
+            sandbox.take_back(self._folder, self._folder_owner)
+            self._folder_owner = None
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         if not self._gate_passed.is_set():
@@ -208,8 +219,9 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
 
     def preprocess(self, *args, **kwargs):
         try:
-            return super().preprocess(*args, **kwargs)
+            return super().preprocess(*args, **kwargs)   # the kernel is shut down when this returns
         finally:
+            self._take_folder_back()
             if self._checker is not None:
                 self.log.info("grading checker: %s", self._checker.summary())
                 self.nb.metadata["grading_checker_seconds"] = {

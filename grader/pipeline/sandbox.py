@@ -26,6 +26,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -210,32 +211,37 @@ def _remove_files_of(uid: int, folders=("/tmp", "/dev/shm")) -> None:
                 pass
 
 
-def kill_users(record: Path, attempts: int = 50) -> None:
-    """Kill every process of the kernel users listed in `record` (UIDS_ENV), remove the files they left
-    in /tmp and /dev/shm, then forget the list.
+def kill_user(uid: int, attempts: int = 50) -> None:
+    """Kill every process of a kernel user and remove the files it left in /tmp and /dev/shm.
 
     What a notebook leaves behind runs as its kernel's user, which no other live kernel has, so this ends
     it all, including processes the batch's own process tree no longer shows. Each kill is checked by
     looking for a live process of that user, and repeated until there is none."""
-    try:
-        uids = {int(line) for line in record.read_text().split()}
-    except (OSError, ValueError):
+    if uid < UID_BASE:   # never root's or an account's processes
         return
-    for uid in uids:
-        if uid < UID_BASE:   # never root's or an account's processes
-            continue
-        for _ in range(attempts):
-            if not _running(uid):
-                break
-            # The child kills before it runs anything; what it runs then does not matter. (Python code in a
-            # child of a process with threads could deadlock on a lock another thread held; the child's
-            # code takes none, glibc's malloc is made safe across fork, and the time limit bounds it.)
-            try:
-                subprocess.run([sys.executable, "-I", "-S", "-c", ""], preexec_fn=_kill_all_as(uid),
-                               timeout=10, capture_output=True)
-            except (OSError, subprocess.SubprocessError):   # e.g. the user is at its process limit
-                pass
-        _remove_files_of(uid)
+    for _ in range(attempts):
+        if not _running(uid):
+            break
+        # The child kills before it runs anything; what it runs then does not matter. (Python code in a
+        # child of a process with threads could deadlock on a lock another thread held; the child's
+        # code takes none, glibc's malloc is made safe across fork, and the time limit bounds it.)
+        try:
+            subprocess.run([sys.executable, "-I", "-S", "-c", ""], preexec_fn=_kill_all_as(uid),
+                           timeout=10, capture_output=True)
+        except (OSError, subprocess.SubprocessError):   # e.g. the user is at its process limit
+            pass
+    _remove_files_of(uid)
+
+
+def kill_users(record: Path) -> None:
+    """kill_user for every kernel user listed in `record` (UIDS_ENV, one id per line), then forget it."""
+    try:
+        lines = record.read_text().split()
+    except OSError:
+        return
+    for line in lines:
+        if line.isdigit():
+            kill_user(int(line))
     record.unlink(missing_ok=True)
 
 
@@ -287,11 +293,19 @@ def closed_workspace(course: Course, log=print):
 
 
 def reclaim(folder: Path, mode: int = 0o700) -> None:
-    """Give a notebook's folder back to the grader once its kernel has ended (a later kernel may get its uid)."""
-    if not folder.is_dir():
+    """Give a notebook's folder back to the grader once its kernel has ended (a later kernel may get its uid).
+
+    Links the kernel made there are removed first: nbgrader, as root, writes the graded notebook into this
+    folder and follows a link (a red team's notebook replaced itself with a link to a classmate's
+    submission, which nbgrader then overwrote with its own graded answers)."""
+    if not folder.is_dir() or folder.is_symlink():
         return
     for path in [folder, *folder.rglob("*")]:
-        try:   # not following links: a leftover could swap a file for a link to one of the grader's
+        try:
+            info = path.lstat()
+            if path != folder and (stat.S_ISLNK(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_nlink > 1)):
+                path.unlink()   # a symbolic link, or a hard link to a file elsewhere
+                continue
             os.chown(path, 0, 0, follow_symlinks=False)
         except OSError:
             pass
@@ -339,15 +353,32 @@ def close_ahead(folder: Path) -> None:
         os.chmod(folder, 0o700)
 
 
+def _notebook_folder(folder) -> Path | None:
+    """The folder as a notebook's folder under the batch's autograded root, or None if it is not one."""
+    autograded = os.environ.get(AUTOGRADED_ENV)
+    folder = Path(os.path.realpath(folder))
+    if autograded and folder.is_relative_to(os.path.realpath(autograded)) \
+            and folder != Path(os.path.realpath(autograded)):
+        return folder
+    return None
+
+
+def take_back(folder, uid: int) -> None:
+    """After a sandboxed kernel has ended, before nbgrader writes into its folder: every process of its
+    user killed, and the folder the grader's again (reclaim)."""
+    kill_user(uid)
+    folder = _notebook_folder(folder)
+    if folder is not None:
+        reclaim(folder)
+
+
 def hand_over(folder, uid: int) -> None:
     """Make a notebook's folder under the autograded root its kernel's alone (`uid`, see kernel_uid).
 
     nbgrader's process (grader.checker.headless) calls this before the kernel runs its first cell, not
     the launcher: a kernel may be started while the notebook before it, in the same folder, still runs."""
-    autograded = os.environ.get(AUTOGRADED_ENV)
-    folder = Path(os.path.realpath(folder))
-    if autograded and folder.is_relative_to(os.path.realpath(autograded)) \
-            and folder != Path(os.path.realpath(autograded)):
+    folder = _notebook_folder(folder)
+    if folder is not None:
         os.chmod(folder.parent, 0o711)       # the student's folder: entered, not listed
         os.chown(folder, uid, uid)           # the notebook's folder: this kernel's alone
         os.chmod(folder, 0o700)
