@@ -9,8 +9,10 @@ instead of running it in the kernel, asks `Checker` for the verdict:
 - `exchange` is the folder through which the kernel hands results over, read with care;
 - `verdicts` draws the inputs from a seed the kernel never holds, has the kernel call the student's
   function on them (`grader.student.serve`, the only code of the protocol that runs in the student's process),
-  computes the expected values itself and compares, times the PyTorch baseline in its own process,
-  and writes the cell's outputs, which is what nbgrader scores.
+  computes the expected values itself and compares, and writes the cell's outputs, which is what
+  nbgrader scores;
+- `timer` is the grader's clock, a process of its own that times the student's calls and the
+  PyTorch baseline and checks every timed call's output.
 
 docs/threat-model.md says what this stops and what it does not yet.
 """

@@ -199,9 +199,15 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
             from grader.checker.verdicts import Checker
             self._exchange = Exchange(self._kernel_uid())
             self._checker = Checker(self._run_in_kernel, self._exchange, self._secret_seed,
-                                    flag=lambda message: self.log.warning("%s %s", FLAGGED, message))
+                                    flag=lambda message: self.log.warning("%s %s", FLAGGED, message),
+                                    speed_checks=self._has_speed_checks())
         self._checker_cell_index = cell_index
         return self._checker
+
+    def _has_speed_checks(self) -> bool:
+        from grader.checker.cells import graded_calls
+        return any(c.kind == "check_speed" for cell in self.nb.cells if _is_graded_test(cell)
+                   for c in graded_calls(cell.source) or ())
 
     def _kernel_uid(self) -> int | None:
         """The user the kernel runs as: under the grading sandbox one of its own, else ours."""
@@ -226,6 +232,7 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
                 self.log.info("grading checker: %s", self._checker.summary())
                 self.nb.metadata["grading_checker_seconds"] = {
                     what: round(s, 2) for what, s in self._checker.seconds.items()}
+                self._checker.close()
                 self._exchange.close()
                 self._checker = None
 

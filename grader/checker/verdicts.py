@@ -7,9 +7,9 @@ student's process never holds an expected value, a hidden case before it is aske
 case it has not yet been given. A prediction is asked for on the visible cases and on random ones and
 judged here; a failure says which way it is off, never the answer.
 
-Speed: the student's function is timed in its kernel (the grader's timing code, there), the PyTorch
-baseline here, in a process that never ran student code; the result at the timed size is checked
-here after the timed calls, and a time beyond what the GPU can physically do is not credited.
+Speed: the result at the timed size is checked here first; then the grader's clock (`timer`, a process
+of its own that the kernel cannot reach) times the student's calls and the PyTorch baseline the same
+way and checks every timed call's output; a time beyond what the GPU can physically do is not credited.
 """
 from __future__ import annotations
 
@@ -20,16 +20,14 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import torch
 
 from grader import device as _device
 from grader import exercises, hardware, timing
 from grader.student import serve
 from grader.checker.exchange import ExchangeError
 from grader.compare import CheckFailed
-from grader.quiet import stderr_to_stdout
-from grader.student.checks import (HIDDEN_PREDICTION_CASES, PLACEMENTS, SPACER_MIB, SpeedResult, _as_tuple,
-                                   _compare_outputs, _dtype_name, baseline_call, expected_gradients, how_far)
+from grader.student.checks import (HIDDEN_PREDICTION_CASES, SpeedResult, _as_tuple, _compare_outputs, _dtype_name,
+                                   expected_gradients, how_far)
 
 # Results beyond these fractions of the GPU's ceilings are not physically possible: a kernel timed
 # there skipped work (or the timing was fooled), and it is not credited.
@@ -54,7 +52,7 @@ class Checker:
     kernel and returns its error as text, or None."""
 
     def __init__(self, run_in_kernel, exchange, secret_seed: str | None = None, force_cpu: bool = False,
-                 flag=lambda message: None):
+                 flag=lambda message: None, speed_checks: bool = False):
         self.run_in_kernel = run_in_kernel
         self.flag = flag    # for the instructor's run log: what the checker refused as impossible
         self.exchange = exchange
@@ -62,6 +60,9 @@ class Checker:
         self.dev = _device.probe(force_cpu)
         self.seconds = defaultdict(float)  # where the checker's time goes, for the run's log
         self._outcome = Outcome()          # the graded cell's, while outcome() runs its checks
+        self._timer = None                 # the grader's clock (grader.checker.timer), once a speed check needs it
+        if speed_checks and self.dev.is_gpu:
+            self._clock()                  # it starts (imports, CUDA) while the correctness checks run
 
     @contextlib.contextmanager
     def _timed(self, what: str):
@@ -221,39 +222,52 @@ class Checker:
 
     # -- speed ---------------------------------------------------------------------------------------
 
-    def _time_baseline(self, spec, dtype) -> list:
-        """Medians of the baseline over the same input placements as the student's, in this process."""
-        gen = torch.Generator(device="cuda").manual_seed(self.rng.randrange(2**31))
-        medians, spacers = [], []
-        for mib in SPACER_MIB[:PLACEMENTS]:
-            spacers.append(torch.empty(mib * 2**20 + 4096, dtype=torch.uint8, device="cuda"))
-            args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
-            with stderr_to_stdout():
-                medians.append(timing.compare({"baseline": baseline_call(spec, args)},
-                                              budget_ms=200 / PLACEMENTS)["baseline"])
-        return medians
+    def _clock(self):
+        """This notebook's timing helper (grader.checker.timer), started at the first speed check."""
+        from grader.checker.timer import Timer
+        if self._timer is None:
+            self._timer = Timer(self.exchange.folder, self.exchange.uid, self.dev.torch_device)
+        return self._timer
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
 
     async def check_speed(self, call):
+        from grader.checker.timer import TimerError
         spec = exercises.get(call.key)
         self._need_gpu(f"The speed check of {spec.title}")
         dtype = spec.timed_dtype(self.dev)
-        with self._timed("timing the baseline"):
-            baseline = self._time_baseline(spec, dtype)
-        timed = await self._ask(spec.title, call, "time_student", call.key, _dtype_name(dtype),
-                                self.rng.randrange(2**31))
-        self.exchange.forget(timed["request"])
-        # A wrong result is worth nothing however fast: checked at the timed size, after the timed calls.
+        # A wrong result is worth nothing however fast: checked at the timed size first (the clock then
+        # checks every timed call's result as well).
         await self._case(spec, call, serve.SPEED, dtype)
         try:
-            yours = float(timed["ms"])
-            placements = [float(x) for x in timed["placements"]]
+            clock = self._clock()
+            clock.request(call.key, _dtype_name(dtype), spec.speed_shape)
+            try:
+                timed = await self._ask(spec.title, call, "timed_batches", call.key, clock.socket_path)
+            except CheckFailed:
+                self.close()   # it may still wait for a kernel that will not come: the next check starts another
+                raise
+            self.exchange.forget(timed["request"])
+            with self._timed("timing (the clock's end)"):
+                measured = clock.result()
+        except TimerError as e:
+            self.close()
+            raise CheckFailed(f"{spec.title}: {e}") from None
+        if "error" in measured:
+            raise CheckFailed(str(measured["error"])[:4000])
+        try:
+            rounds = [(float(y), float(b)) for y, b in zip(measured["yours"], measured["baseline"])]
         except (KeyError, TypeError, ValueError):
             raise CheckFailed(f"{spec.title}: the timing of your function could not be read.") from None
+        yours = statistics.median(y for y, _ in rounds)
+        baseline = statistics.median(b for _, b in rounds)
         if not yours > 0:
             raise CheckFailed(f"{spec.title}: your function's timing ({yours}) is not a positive time.")
         result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), self.dev.name,
-                             spec.timed_baseline_name(), yours, statistics.median(baseline), spec.target,
-                             speed_hint=spec.speed_hint)
+                             spec.timed_baseline_name(), yours, baseline, spec.target, speed_hint=spec.speed_hint)
         if spec.bytes_moved:
             result.gbs = spec.bytes_moved(spec.speed_shape, dtype) / (yours * 1e-3) / 1e9
             result.ceiling_gbs = timing.copy_bandwidth_gbs()
@@ -276,5 +290,5 @@ class Checker:
                               f"physically do, so the work was not all done in the timed calls: not credited.")
         points = round(result.credit * call.points, 4)
         self._outcome.records.append(dict(result.record(points, call.points), credited=True))
-        lines.append(f"  speed score: {points:.2f} of {call.points:g} (timed and scored by the grader's own process)")
+        lines.append(f"  speed score: {points:.2f} of {call.points:g} (timed by the grader's clock, outside your process)")
         return lines, points

@@ -6,35 +6,47 @@ functions below, to call the student's function on inputs made from a seed it ch
 case, and to write what the function returned into an exchange folder that the checker created for
 this kernel. The checker makes the same inputs itself, computes the expected values, and compares.
 
+Speed checks are timed by the grader's clock (`grader.checker.timer`), a process of its own: here the
+kernel only calls the student's function on the inputs the clock shares, in the batches it asks for.
+
 Everything here runs in the student's process, so nothing here is trusted. A notebook that replaces
-these functions cannot make a wrong answer pass (the checker compares), but it can hand over right
-answers that PyTorch computed, and (on a GPU) report a time it did not take: the in-process guard kept
-here (launch count, PyTorch-op watch, poisoned allocations, unchanged inputs) is what still judges
-"Triton, not PyTorch", and docs/threat-model.md lists how it is bypassed.
+these functions cannot make a wrong answer pass (the checker compares) nor report a time (the clock
+measures), but it can hand over right answers that PyTorch computed: the in-process guard kept here
+(launch count, PyTorch-op watch, poisoned allocations, unchanged inputs, the profiled call) is what
+still judges "Triton, not PyTorch", and docs/threat-model.md lists how it is bypassed.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
-import random
-import statistics
+import socket
+import time
 import warnings
+from collections import Counter
 
 import torch
+import triton
+import triton.language as tl
 
-from grader import exercises, timing
+from grader import exercises, shared_tensors
 from grader.compare import CheckFailed
 from grader.quiet import stderr_to_stdout
 from grader.student.checks import compile_ahead as checks_compile_ahead
-from grader.student.checks import (PLACEMENTS, SPACER_MIB, _as_tuple, _plain, _student_grads, _student_graph,
-                                   no_saved_tensor_hooks, run_student, student_call, where_it_raised)
+from grader.student.checks import (_as_tuple, _plain, _student_grads, _student_graph, no_saved_tensor_hooks,
+                                   run_student, where_it_raised)
 from grader.student import integrity
 from grader.student.guard import foreign_gpu_work, watch
 
 
 # The index that names the timed shape among a kernel exercise's cases.
 SPEED = -1
+# How long the kernel tries to reach the grader's clock (s): it may still be loading torch.
+CONNECT_TIMEOUT_S = 120
+# The most times the GPU reads the clock's start flag before it starts anyway (a read over the bus takes
+# about a microsecond: tens of seconds; the clock sets the flag within milliseconds of the kernel's answer).
+START_WAIT_PASSES = 20_000_000
 
 
 def case_shapes(spec, gpu: bool) -> tuple:
@@ -118,46 +130,177 @@ def predictions(fn, cases: list, folder: str, request: str) -> None:
     _write(folder, request, {"ok": True, "answers": answers})
 
 
-def time_student(fn, key: str, dtype_name: str, seed: int, folder: str, request: str) -> None:
-    """Median milliseconds of the student's function at the timed shape, over several input placements.
+class _Clock:
+    """The kernel's end of the grader's clock (grader.checker.timer): a Unix socket in the exchange folder."""
 
-    Only the student's function is timed here; the PyTorch baseline is timed by the checker in a
-    process that never ran student code.
+    def __init__(self, path: str):
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while True:   # the clock may still be starting (it loads torch)
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                self.sock.connect(path)
+                break
+            except OSError:
+                self.sock.close()
+                if time.monotonic() > deadline:
+                    raise CheckFailed("the grader's clock could not be reached") from None
+                time.sleep(0.05)
+        self.reader = shared_tensors.Reader(self.sock)
+
+    def send(self, message: dict) -> None:
+        shared_tensors.send(self.sock, message)
+
+    def receive(self) -> dict:
+        return self.reader.receive()
+
+
+def _one_call(spec, fn, args, record, on_gpu: bool) -> tuple:
+    """One timed call of the student's function, with the checks only this process can make."""
+    launches, side = record.launches, record.side_streams
+    stream = torch.cuda.current_stream() if on_gpu else None
+    for t in args:   # as an in-place write would: a cache that watches version counters misses
+        if isinstance(t, torch.Tensor):
+            torch.autograd.graph.increment_version(t)
+    out = _plain(spec, _as_tuple(fn(*args)), "a timed call")
+    if on_gpu and torch.cuda.current_stream() != stream:
+        raise CheckFailed(f"{spec.title}: a timed call of your function changed the current CUDA stream. The "
+                          f"grader's completion marker would go on that stream and miss your work: leave it as it was.")
+    if record.launches == launches:
+        raise CheckFailed(f"{spec.title}: one of the timed calls of your function launched no Triton kernel. Every "
+                          f"call must compute its result: handing back a result kept from an earlier call is not allowed.")
+    if record.side_streams != side:
+        raise CheckFailed(f"{spec.title}: a timed call of your function launched work on another CUDA stream, "
+                          f"where the grader's clock does not see it. Launch on the current stream.")
+    return out
+
+
+def _shared(outputs, device: str, folder: str) -> list:
+    """Descriptions of a call's outputs for the clock to map: GPU memory as it is; on the CPU, a copy
+    into a file the clock maps (speed is not graded there)."""
+    if device == "cpu":
+        copies = []
+        for t in outputs:
+            copy = shared_tensors.new_shared(tuple(t.shape), t.dtype, "cpu", folder)
+            copy.copy_(t)
+            copies.append(copy)
+        outputs = copies
+    return [shared_tensors.describe(t) for t in outputs]
+
+
+@triton.jit
+def _wait_for_start(flag_ptr, batch, most_passes):
+    # Spins until the grader's clock writes this batch's number into the flag (host memory, read
+    # through the bus on every pass): the calls queued behind it start when the clock starts. After
+    # most_passes (seconds) it gives up, so that nothing can leave the GPU waiting for ever.
+    passes = 0
+    while (tl.load(flag_ptr, volatile=True) < batch) & (passes < most_passes):
+        passes += 1
+
+
+class _StartSignal:
+    """The clock's start flag: a page of a file both processes map, which this process's GPU reads."""
+
+    def __init__(self, path: str):
+        with open(path, "r+b") as f:
+            self.page = mmap.mmap(f.fileno(), mmap.PAGESIZE)
+        self.flag = torch.frombuffer(self.page, dtype=torch.int32)
+        error = int(torch.cuda.cudart().cudaHostRegister(self.flag.data_ptr(), mmap.PAGESIZE, 3))  # portable, mapped
+        if error != 0:
+            raise CheckFailed(f"the grader's clock could not give this kernel its start signal (CUDA error {error})")
+        self.dtype = torch.int32
+
+    def data_ptr(self) -> int:   # what Triton passes to the kernel: the page's address, which the GPU maps
+        return self.flag.data_ptr()
+
+    def queue_wait(self, batch: int) -> None:
+        _wait_for_start[(1,)](self, batch, START_WAIT_PASSES)
+
+    def close(self) -> None:
+        """Whatever went wrong, every wait queued ends; then the page is let go (a later check maps it
+        again, perhaps at the same address, which CUDA refuses to register twice)."""
+        self.page[:4] = (2**31 - 1).to_bytes(4, "little")
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaHostUnregister(self.flag.data_ptr())
+        del self.flag
+        self.page.close()
+
+
+def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> None:
+    """Call the student's function in the batches the grader's clock asks for (grader.checker.timer).
+
+    The clock writes fresh inputs into memory it shares with this kernel and says "go" with the order
+    of the calls. On a GPU they are queued behind a wait for the clock's start signal, with an event
+    recorded after the last; the clock times the batch from its signal to that event, then checks
+    every call's output where it lies. This side calls the function, counts its Triton launches and,
+    once, runs one call under the profiler: what only this process can see.
     """
     spec = exercises.get(key)
-    dtype = getattr(torch, dtype_name)
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    medians, spacers = [], []
-    # One extra run, among the timed runs of a placement chosen at random and as they run, goes under
-    # PyTorch's profiler: the GPU itself says which kernels ran. A function that computes with Triton
-    # only while it is watched, and with cuBLAS or PyTorch otherwise, shows those kernels there.
-    profiled_placement = random.SystemRandom().randrange(PLACEMENTS)
+    outputs, failure, clock, start = [], None, None, None
+    launched = Counter()   # the student's Triton kernels by name, over every timed call
     try:
+        clock = _Clock(clock_path)
         integrity.no_event_hooks()
-        with watch(poison=False, ops=False) as record:  # counts launches only: nothing slows the calls
-            for placement, mib in enumerate(SPACER_MIB[:PLACEMENTS]):
-                spacers.append(torch.empty(mib * 2**20 + 4096, dtype=torch.uint8, device="cuda"))
-                args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
-                call = student_call(spec, fn, args, spec.speed_shape, dtype, gen, record)
-                if placement == profiled_placement:
-                    call.profile = gpu_profile
-                with stderr_to_stdout():
-                    medians.append(timing.compare({"yours": call}, budget_ms=200 / PLACEMENTS)["yours"])
-                if placement == profiled_placement:
-                    ran = call.profiled
-        names, share, allowed = foreign_gpu_work(ran, record.kernels)
-        if share > allowed:
-            raise CheckFailed(f"{spec.title}: run as in the timed calls, your function spent {share:.0%} of its "
-                              f"GPU time in kernels that are not its Triton kernels "
-                              f"({', '.join(n[:80] for n in names[:3])}). The work must be done by your "
-                              f"Triton kernels, timed or not.")
+        setup = clock.receive()
+        device = setup.get("device")
+        if setup.get("op") != "inputs" or device not in ("cuda", "cpu"):
+            raise CheckFailed("the grader's clock sent no inputs")
+        sets = [[shared_tensors.rebuild(a["tensor"], device) if "tensor" in a else a["value"] for a in args]
+                for args in setup["sets"]]
+        on_gpu = device == "cuda"
+        event = torch.cuda.Event(interprocess=True) if on_gpu else None
+        start = _StartSignal(setup["gate"]) if on_gpu else None
+        clock.send({"op": "ready", "event": event.ipc_handle().hex() if on_gpu else None})
+        ran = None
+        while True:
+            message = clock.receive()
+            if message.get("op") == "go":
+                outputs = None   # the last batch's, which the clock has checked
+                if on_gpu:
+                    start.queue_wait(int(message["start"]))
+                with stderr_to_stdout(), watch(poison=False, ops=False) as record:   # counts launches only
+                    outputs = [_one_call(spec, fn, sets[i], record, on_gpu) for i in message["order"]]
+                launched.update(record.kernels)
+                if on_gpu:
+                    event.record(torch.cuda.current_stream())
+                clock.send({"op": "queued"})
+                clock.send({"op": "outputs", "outputs": [_shared(o, device, folder) for o in outputs]})
+            elif message.get("op") == "profile":
+                # One call outside the clock under PyTorch's profiler: the GPU itself says which kernels
+                # ran. A function that computes with Triton only while it is watched shows cuBLAS here.
+                with gpu_profile() if on_gpu else contextlib.nullcontext([]) as ran, \
+                        watch(poison=False, ops=False) as record:
+                    _one_call(spec, fn, sets[message["set"]], record, on_gpu)
+                launched.update(record.kernels)
+                clock.send({"op": "profiled"})
+            elif message.get("op") == "end":
+                break
+            else:
+                raise CheckFailed("the grader's clock sent a message this kernel does not know")
+        if ran:
+            names, share, allowed = foreign_gpu_work(ran, launched)
+            if share > allowed:
+                raise CheckFailed(f"{spec.title}: run as in the timed calls, your function spent {share:.0%} of its "
+                                  f"GPU time in kernels that are not its Triton kernels "
+                                  f"({', '.join(n[:80] for n in names[:3])}). The work must be done by your "
+                                  f"Triton kernels, timed or not.")
     except (CheckFailed, integrity.TamperingDetected) as e:
-        _failed(folder, request, f"{spec.title}: {e}" if isinstance(e, integrity.TamperingDetected) else str(e))
-        return
+        failure = f"{spec.title}: {e}" if isinstance(e, integrity.TamperingDetected) else str(e)
+    except shared_tensors.WireError as e:
+        failure = f"{spec.title}: the grader's clock stopped ({e})"
     except Exception as e:
-        _failed(folder, request, f"{spec.title}: your function raised while it was timed:\n{where_it_raised(e)}")
-        return
-    _write(folder, request, {"ok": True, "ms": statistics.median(medians), "placements": medians})
+        failure = f"{spec.title}: your function raised while it was timed:\n{where_it_raised(e)}"
+    finally:
+        if start is not None:
+            start.close()
+    if failure is not None:
+        if clock is not None:
+            with contextlib.suppress(OSError):
+                clock.send({"op": "failed", "message": failure})
+        _failed(folder, request, failure)
+    else:
+        _write(folder, request, {"ok": True})
+    if clock is not None:
+        clock.sock.close()
 
 
 @contextlib.contextmanager

@@ -1,0 +1,167 @@
+"""The grader's clock (grader.checker.timer): a process of its own times the student's function and the
+baseline, checks every timed call's output, and cannot be reached by the kernel's user.
+
+On the CPU the protocol runs on files both processes map (speed is never graded there); the GPU's
+CUDA handles, start signal and event are exercised by the autograde runs on a GPU (docs/course-run.md)
+and by the GPU tests in test_redteam.py and test_timing_cheats.py.
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import kernels
+from clock import time_with_the_clock
+from conftest import DEVICE, on_cpu_only
+from grader import shared_tensors
+from grader.checker import timer
+from grader.checker.exchange import Exchange
+from grader.pipeline import sandbox
+
+
+def test_an_honest_function_and_the_baseline_are_timed_by_the_same_clock(tmp_path):
+    measured, handed = time_with_the_clock(kernels.add, tmp_path)
+    assert handed["ok"], handed
+    assert "error" not in measured, measured
+    assert timer.MIN_ROUNDS <= len(measured["yours"]) == len(measured["baseline"]) <= timer.MAX_ROUNDS + 2
+    assert all(ms > 0 for ms in measured["yours"] + measured["baseline"])
+    assert timer.MIN_SETS <= measured["calls_per_batch"] <= timer.MAX_SETS
+
+
+@pytest.mark.parametrize("cheat, said", [
+    # skips the work on every other call: its output there is whatever the allocation held
+    ("add_every_other_call", "checked by the grader's clock"),
+    # hands back what it computed for the same tensors before
+    ("add_cached_by_address", "launched no Triton kernel"),
+    ("add_wrong_op", "checked by the grader's clock"),
+    ("add_grid_too_small", "checked by the grader's clock"),
+    ("add_that_raises", "raised while it was timed"),
+])
+def test_a_function_that_does_not_do_the_work_in_every_timed_call_gets_no_time(tmp_path, cheat, said):
+    measured, handed = time_with_the_clock(getattr(kernels, cheat), tmp_path)
+    assert "error" in measured and said in measured["error"], measured
+
+
+@pytest.mark.parametrize("cache", ["add_cached_by_fingerprint", "add_cached_by_version"])
+def test_a_cache_keyed_on_the_values_or_their_version_never_hits(tmp_path, cache):
+    # every batch gets fresh values, and each call marks its inputs as written: the honest path of
+    # these functions is the one that is timed
+    measured, handed = time_with_the_clock(getattr(kernels, cache), tmp_path)
+    assert "error" not in measured and handed["ok"], measured
+
+
+def _fake_kernel(path, answer):
+    """A kernel's side written by hand: connects, then answers each message with answer(message)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            sock.connect(path)
+            break
+        except OSError:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    reader = shared_tensors.Reader(sock)
+    try:
+        while True:
+            message = reader.receive()
+            if message["op"] == "end":
+                return
+            for reply in answer(message):
+                shared_tensors.send(sock, reply)
+    except shared_tensors.WireError:
+        return
+    finally:
+        sock.close()
+
+
+def _forging(outputs):
+    def answer(message):
+        if message["op"] == "inputs":
+            return [{"op": "ready", "event": None}]
+        if message["op"] == "go":
+            return [{"op": "queued"}, {"op": "outputs", "outputs": outputs(message)}]
+        return [{"op": "profiled"}]
+    return answer
+
+
+@on_cpu_only
+@pytest.mark.parametrize("outputs, said", [
+    # a tensor described as larger than the memory behind it
+    (lambda message: [[{"kind": "file", "path": "/dev/null", "size": 4, "dtype": "float32", "shape": [4099],
+                        "stride": [1], "offset": 0}]] * len(message["order"]), "could not be read"),
+    # no output at all for some calls
+    (lambda message: [], "results for"),
+    # a dtype outside the list
+    (lambda message: [[{"kind": "file", "path": "x", "size": 4, "dtype": "object", "shape": [1], "stride": [1],
+                        "offset": 0}]] * len(message["order"]), "could not be read"),
+])
+def test_a_forged_kernel_side_gets_no_time(tmp_path, outputs, said):
+    clock = timer.Timer(str(tmp_path), None, "cpu")
+    try:
+        clock.request("day1.vector_add", "float32", (4099,))
+        _fake_kernel(clock.socket_path, _forging(outputs))
+        measured = clock.result()
+    finally:
+        clock.close()
+    assert "error" in measured and said in measured["error"], measured
+
+
+@on_cpu_only
+def test_a_kernel_that_answers_out_of_turn_gets_no_time(tmp_path):
+    clock = timer.Timer(str(tmp_path), None, "cpu")
+    try:
+        clock.request("day1.vector_add", "float32", (4099,))
+        _fake_kernel(clock.socket_path, lambda message: [{"op": "outputs", "outputs": []}])
+        measured = clock.result()
+    finally:
+        clock.close()
+    assert "error" in measured and "where 'ready' was due" in measured["error"], measured
+
+
+def test_a_signal_to_the_clock_voids_its_measurements(tmp_path):
+    # The kernel's user may signal the clock (it is the same user): a stop, to slow the baseline's
+    # batches, shows as a SIGCONT when it goes on, and any signal voids the measurement.
+    def signal_it(clock):
+        clock.started()   # its handlers are in place
+        os.kill(clock.process.pid, signal.SIGUSR1)
+
+    measured, handed = time_with_the_clock(kernels.add, tmp_path, before_kernel=signal_it)
+    assert "error" in measured and "SIGUSR1" in measured["error"], measured
+
+
+def test_the_clock_starts_without_the_instructors_secrets(monkeypatch, tmp_path):
+    monkeypatch.setenv("NBGRADER_DB_URL", "postgresql://grader:secret@db/gradebook")
+    env = timer._helper_env(str(tmp_path))
+    assert "NBGRADER_DB_URL" not in env and env["HOME"] == str(tmp_path)
+
+
+def _readable_by(uid, path) -> bool:
+    probe = subprocess.run([sys.executable, "-c", f"open({path!r}, 'rb').read()"], preexec_fn=sandbox._drop(uid),
+                           capture_output=True, text=True, timeout=60)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(bool(sandbox.unavailable()), reason="needs root and a plain user that can run Python")
+def test_the_kernels_user_cannot_reach_the_clock_though_it_is_the_same_user():
+    uid = sandbox.kernel_uid() + 7
+    exchange = Exchange(uid)   # the kernel's folder, as grading makes it
+    clock = timer.Timer(exchange.folder, uid, DEVICE.torch_device)
+    plain = subprocess.Popen(["sleep", "60"], preexec_fn=sandbox._drop(uid))
+    try:
+        assert clock.started()
+        status = open(f"/proc/{clock.process.pid}/status").read()
+        assert f"Uid:\t{uid}\t{uid}" in status, status
+        # a plain process of that user is open to it: the test can fail
+        assert _readable_by(uid, f"/proc/{plain.pid}/environ")
+        for what in ("environ", "maps", "mem"):
+            assert not _readable_by(uid, f"/proc/{clock.process.pid}/{what}"), what
+    finally:
+        plain.kill()
+        clock.close()
+        exchange.close()
+        sandbox.kill_user(uid)
