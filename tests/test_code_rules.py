@@ -3,6 +3,7 @@
 import nbformat
 import pytest
 
+from grader.checker.cells import GradedCall
 from grader.pipeline import code_rules
 from grader.pipeline.submissions import sanitize_notebook
 from conftest import REPO
@@ -196,3 +197,75 @@ def test_the_release_restates_an_outdated_grading_note(tmp_path):
     assert state_grading_note(path)
     assert nbformat.read(path, as_version=4).cells[0].source == intro
     assert not state_grading_note(path)     # already up to date: the file is left alone
+
+
+# A notebook's own object: a plan cache or a counter on an instance of a class it defines.
+PLAN_CLASS = "class Plan:\n    def __init__(self):\n        self.calls = 0\n        self.cache = {}\n"
+PLAN_MADE = "PLAN = Plan()"
+PLAN_USED = "def softmax(x):\n    PLAN.calls += 1\n    PLAN.cache[x.shape] = 1\n    PLAN.last = x.shape\n    return x"
+
+
+def _own_verdict(*cells):
+    own = code_rules.own_objects(cells)
+    return code_rules.check_cell(cells[-1], code_rules.imported_names(cells), own)
+
+
+def test_a_notebooks_own_object_may_have_its_attributes_set():
+    assert _own_verdict(PLAN_CLASS, PLAN_MADE, PLAN_USED).clean
+    # twice made, in two cells, still its own
+    assert _own_verdict(PLAN_CLASS, PLAN_MADE, PLAN_MADE, PLAN_USED).clean
+
+
+@pytest.mark.parametrize("elsewhere", [
+    "import torch\nPLAN = torch",                        # bound to a module as well
+    "import torch as PLAN",
+    "def f(PLAN):\n    PLAN.x = 1",                       # a parameter: whatever the caller passes
+    "import torch\nfor PLAN in [torch.cuda]:\n    pass",
+    "import torch\nif (PLAN := torch):\n    pass",
+    "def f():\n    global PLAN\n    PLAN = 1",
+    "import torch\nPLAN = Plan() if torch else torch",
+    "import torch\nPLAN, other = Plan(), torch",
+    "import torch\ntry:\n    pass\nexcept Exception as PLAN:\n    pass",
+])
+def test_a_name_bound_to_anything_else_is_not_the_notebooks_own(elsewhere):
+    verdict = _own_verdict(PLAN_CLASS, PLAN_MADE, elsewhere, PLAN_USED)
+    assert any("assigns PLAN." in p for p in verdict.problems), verdict
+    # a class of its own made from a library's object is no instance of its own either
+    assert "PLAN" not in code_rules.own_objects(["import torch\nPLAN = torch.cuda.Stream()", PLAN_USED])
+
+
+def test_a_refused_cell_says_why_in_the_source_it_leaves():
+    new, _ = code_rules.neutralize("grader.check = print", set())
+    assert code_rules.refusal(new) == "assigns grader.check"
+    assert code_rules.refusal("x = 1") is None
+
+
+def test_a_function_whose_cell_was_refused_is_explained_where_its_check_fails():
+    import asyncio
+    from grader.checker import verdicts
+    from grader.compare import CheckFailed
+
+    class Exchange:   # the kernel handed nothing over: the function's name is not defined
+        folder = "/nowhere"
+
+        def new_request(self):
+            return "r1"
+
+        def result(self, request):
+            return None
+
+    async def run_in_kernel(code):
+        return "NameError: name 'softmax' is not defined"
+
+    call = GradedCall("check", "day2.softmax", "softmax")
+    checker = verdicts.Checker(run_in_kernel, Exchange(), refused=["assigns torch.softmax"])
+    with pytest.raises(CheckFailed) as failed:
+        asyncio.run(checker._ask("fused softmax", call, "kernel_case"))
+    message = str(failed.value)
+    assert "NameError" in message and "not run at grading: it assigns torch.softmax" in message, message
+    assert "If that cell defines `softmax`" in message
+    # without a refused cell, no such guess
+    checker = verdicts.Checker(run_in_kernel, Exchange())
+    with pytest.raises(CheckFailed) as failed:
+        asyncio.run(checker._ask("fused softmax", call, "kernel_case"))
+    assert "not run at grading" not in str(failed.value)

@@ -200,7 +200,7 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
             self._exchange = Exchange(self._kernel_uid())
             self._checker = Checker(self._run_in_kernel, self._exchange, self._secret_seed,
                                     flag=lambda message: self.log.warning("%s %s", FLAGGED, message),
-                                    speed_checks=self._has_speed_checks())
+                                    speed_checks=self._has_speed_checks(), refused=self._refusals())
         self._checker_cell_index = cell_index
         return self._checker
 
@@ -208,6 +208,11 @@ class Execute(HeadlessMixin, nbgrader_execute.Execute):
         from grader.checker.cells import graded_calls
         return any(c.kind == "check_speed" for cell in self.nb.cells if _is_graded_test(cell)
                    for c in graded_calls(cell.source) or ())
+
+    def _refusals(self) -> list:
+        """Why each cell that sanitize replaced was refused (the submission rules it broke)."""
+        from grader.pipeline.code_rules import refusal
+        return [why for cell in self.nb.cells if cell.cell_type == "code" for why in [refusal(cell.source)] if why]
 
     def _kernel_uid(self) -> int | None:
         """The user the kernel runs as: under the grading sandbox one of its own, else ours."""

@@ -52,9 +52,10 @@ class Checker:
     kernel and returns its error as text, or None."""
 
     def __init__(self, run_in_kernel, exchange, secret_seed: str | None = None, force_cpu: bool = False,
-                 flag=lambda message: None, speed_checks: bool = False):
+                 flag=lambda message: None, speed_checks: bool = False, refused=()):
         self.run_in_kernel = run_in_kernel
         self.flag = flag    # for the instructor's run log: what the checker refused as impossible
+        self.refused = list(refused)   # why each of the notebook's cells not run at grading was refused
         self.exchange = exchange
         self.rng = random.Random(int(secret_seed)) if secret_seed else random.SystemRandom()
         self.dev = _device.probe(force_cpu)
@@ -111,8 +112,13 @@ class Checker:
         except ExchangeError as e:
             raise CheckFailed(f"{title}: the grader could not read what your notebook handed over: {e}.") from None
         if result is None:
-            raise CheckFailed(f"{title}: the grader could not call your function `{call.function}`"
-                              + (f": {error}" if error else " (it handed nothing back).")) from None
+            said = f"{title}: the grader could not call your function `{call.function}`" + \
+                (f": {error}" if error else " (it handed nothing back).")
+            if error and error.startswith("NameError") and self.refused:
+                said += "".join(f"\n  A cell you handed in was not run at grading: it {why}." for why in self.refused[:3])
+                said += (f"\n  If that cell defines `{call.function}`, rewrite it to keep the rules (the notebook's "
+                         f"introduction lists them) and hand it in again.")
+            raise CheckFailed(said) from None
         if not result.get("ok"):
             raise CheckFailed(str(result.get("message", f"{title}: failed"))[:4000])
         result["request"] = request

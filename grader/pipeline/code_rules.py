@@ -175,6 +175,46 @@ def imported_names(sources) -> set:
     return names
 
 
+def own_objects(sources) -> frozenset:
+    """Names that the notebook binds only, at the top level of its cells, to a new instance of a class
+    it defines (`PLAN = Plan()`), and never to anything else anywhere (no other assignment, parameter,
+    import, loop or `global`): objects of its own, whose attributes it may set like `self`'s."""
+    trees = []
+    for source in sources:
+        try:
+            trees.append(ast.parse(_python_of(source)))
+        except SyntaxError:
+            continue
+    classes = {node.name for tree in trees for node in tree.body if isinstance(node, ast.ClassDef)}
+    made, other = set(), set()
+    for tree in trees:
+        instances = set()   # the targets of `NAME = OwnClass(...)` at the top level
+        for statement in tree.body:
+            if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call) \
+                    and isinstance(statement.value.func, ast.Name) and statement.value.func.id in classes \
+                    and all(isinstance(t, ast.Name) for t in statement.targets):
+                instances.update(id(t) for t in statement.targets)
+                made.update(t.id for t in statement.targets)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and id(node) not in instances:
+                other.add(node.id)
+            elif isinstance(node, ast.arg):
+                other.add(node.arg)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                other.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                other.add(node.name)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                other.update(node.names)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                other.add(node.name)
+            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+                other.add(node.name)
+            elif isinstance(node, ast.MatchMapping) and node.rest:
+                other.add(node.rest)
+    return frozenset(made - other)
+
+
 @functools.lru_cache(maxsize=None)
 def _installed(name: str) -> bool:
     """Whether `name` is a module of Python or of an installed package, not a file next to the notebook:
@@ -295,8 +335,9 @@ def _bindings_and_protocols(tree) -> list:
     return problems
 
 
-def check_cell(source: str, modules: set = KNOWN_MODULES) -> Verdict:
-    """Which rules a student's cell breaks; `modules` are the notebook's imported names."""
+def check_cell(source: str, modules: set = KNOWN_MODULES, own: frozenset = frozenset()) -> Verdict:
+    """Which rules a student's cell breaks; `modules` are the notebook's imported names, `own` the names
+    of its own objects (own_objects), whose attributes it may set."""
     verdict = Verdict()
     try:
         tree = ast.parse(_python_of(source))
@@ -304,11 +345,11 @@ def check_cell(source: str, modules: set = KNOWN_MODULES) -> Verdict:
         # Not Python, but IPython may still run it: `time exec(...)` is the %time magic (automagic).
         verdict.problems.append("does not parse as Python")
         return verdict
-    _check_tree(tree, modules, verdict)
+    _check_tree(tree, modules, verdict, SETTABLE_ROOTS | own)
     return verdict
 
 
-def _check_tree(tree, modules, verdict):
+def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS):
     problems = verdict.problems
     magic_nodes = set()
     for node in ast.walk(tree):
@@ -322,7 +363,7 @@ def _check_tree(tree, modules, verdict):
         setup = node.args[1].value if kind == "cell" and isinstance(node.args[1], ast.Constant) else ""
         if kind != "system" and name in ALLOWED_MAGICS and isinstance(code, str) and _parses(code) \
                 and (not setup.strip() or (name == "matplotlib")):
-            _check_tree(ast.parse(_python_of(code)), modules, verdict)
+            _check_tree(ast.parse(_python_of(code)), modules, verdict, settable)
         elif kind == "system":
             verdict.dropped.append("a shell command")
         else:
@@ -346,14 +387,14 @@ def _check_tree(tree, modules, verdict):
                 problems.append(f"uses the private {_chain(node)}")
             if isinstance(node.value, ast.Name) and node.value.id == "grader" and node.attr not in GRADER_API:
                 problems.append(f"uses {_chain(node)}, which is not part of the grader's public functions")
-            if isinstance(node.ctx, (ast.Store, ast.Del)) and root not in SETTABLE_ROOTS \
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and root not in settable \
                     and not (isinstance(node.ctx, ast.Store) and (_chain(node).startswith(SETTABLE_FLAGS)
                                                                   or node.attr in TRITON_IDIOMS)):
                 problems.append(f"{'assigns' if isinstance(node.ctx, ast.Store) else 'deletes'} "
                                 f"{_chain(node)}")
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
                 and (isinstance(node.value, ast.Attribute) or _root(node) in modules) \
-                and _root(node) not in SETTABLE_ROOTS and not _is_triton_switch(node):
+                and _root(node) not in settable and not _is_triton_switch(node):
             problems.append(f"{'assigns' if isinstance(node.ctx, ast.Store) else 'deletes'} {_chain(node)}")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -388,7 +429,8 @@ def _check_tree(tree, modules, verdict):
 
 
 RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any other object they did not "
-         "create (attributes may be set only on `ctx`, `self` and PyTorch's `torch.backends` switches; no "
+         "create (attributes may be set only on `ctx`, `self`, the notebook's own objects (`PLAN = Plan()`, "
+         "if the name is never bound to anything else) and PyTorch's `torch.backends` switches; no "
          "`sys.modules`, no private `_` attributes except Triton's `kernel._init_handles()`; a tensor "
          "descriptor's `block_shape` may be set), may use only the grader's public functions "
          "(`grader.check`, `grader.setup`, ...), may not run strings as code or reach names by a string "
@@ -413,12 +455,22 @@ GRADING_NOTE = ("**How this notebook is graded.** The graded cells do not run in
                 "rules; a cell that breaks one is not run, and your feedback says which rule. " + RULES)
 
 
-def neutralize(source: str, modules: set) -> tuple:
+REFUSED = "# This cell was not run at grading: it "
+
+
+def refusal(source: str) -> str | None:
+    """Why a cell was not run at grading (the rule it broke, as neutralize wrote it), or None."""
+    if not source.startswith(REFUSED):
+        return None
+    return source[len(REFUSED):].split("\n", 1)[0].rstrip(".")
+
+
+def neutralize(source: str, modules: set, own: frozenset = frozenset()) -> tuple:
     """(source to grade, list of what was done) for one student cell."""
-    verdict = check_cell(source, modules)
+    verdict = check_cell(source, modules, own)
     if verdict.problems:
         why = "; ".join(verdict.problems)
-        return (f"# This cell was not run at grading: it {why}.\n# {RULES}\n"
+        return (f"{REFUSED}{why}.\n# {RULES}\n"
                 f"raise RuntimeError({('This cell was not run at grading: it ' + why)!r})\n"), \
             [f"breaks the submission rules ({why}): not run"]
     if verdict.dropped:
@@ -430,7 +482,7 @@ def neutralize(source: str, modules: set) -> tuple:
         for line in source.splitlines():
             stripped = line.lstrip()
             # a line magic or shell line stays only if, alone, it is an allowed magic that passes the rules
-            if stripped.startswith(("!", "%")) and not check_cell(stripped, modules).clean:
+            if stripped.startswith(("!", "%")) and not check_cell(stripped, modules, own).clean:
                 kept.append(f"# removed before grading: {stripped}")
             else:
                 kept.append(line)
