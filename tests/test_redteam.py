@@ -723,7 +723,9 @@ def test_a_function_that_computes_with_pytorch_only_when_unwatched_gets_no_time(
     assert honest["ok"], honest
     cheat = _timed_result(_add_with_pytorch_when_unwatched, tmp_path)
     print(cheat.get("message"))
-    assert not cheat["ok"] and "not its Triton kernels" in cheat["message"], cheat
+    # the guard watches each timed call, and one more runs under the profiler: either says so
+    assert not cheat["ok"] and ("not its Triton kernels" in cheat["message"]
+                                or "computed with PyTorch" in cheat["message"]), cheat
 
 
 @needs_gpu("timing runs on a GPU")

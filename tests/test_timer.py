@@ -32,6 +32,20 @@ def test_an_honest_function_and_the_baseline_are_timed_by_the_same_clock(tmp_pat
     assert timer.MIN_SETS <= measured["calls_per_batch"] <= timer.MAX_SETS
 
 
+def _add_reading_a_value(x, y):
+    out = kernels.add(x, y)
+    assert out[0].item() == out[0].item()   # a debugging read: the host waits for the GPU
+    return out
+
+
+def test_a_function_that_reads_values_back_is_timed_from_go_with_its_python(tmp_path):
+    # Queued behind the start signal, its read would wait for a GPU that waits for the signal.
+    measured, handed = time_with_the_clock(_add_reading_a_value, tmp_path)
+    assert "error" not in measured and measured["waits_for_host"] is True, measured
+    measured, handed = time_with_the_clock(kernels.add, tmp_path / "honest")
+    assert measured["waits_for_host"] is False, measured
+
+
 @pytest.mark.parametrize("cheat, said", [
     # skips the work on every other call: its output there is whatever the allocation held
     ("add_every_other_call", "checked by the grader's clock"),
@@ -40,6 +54,9 @@ def test_an_honest_function_and_the_baseline_are_timed_by_the_same_clock(tmp_pat
     ("add_wrong_op", "checked by the grader's clock"),
     ("add_grid_too_small", "checked by the grader's clock"),
     ("add_that_raises", "raised while it was timed"),
+    # launches a kernel for show and computes with PyTorch (on a GPU, perhaps on a stream the clock's
+    # event does not wait for): the guard watches every timed call
+    ("add_with_torch", "computed with PyTorch"),
 ])
 def test_a_function_that_does_not_do_the_work_in_every_timed_call_gets_no_time(tmp_path, cheat, said):
     measured, handed = time_with_the_clock(getattr(kernels, cheat), tmp_path)

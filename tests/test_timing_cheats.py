@@ -97,4 +97,13 @@ def test_a_function_that_leaves_another_stream_current_gets_no_time(tmp_path):
 def test_a_function_honest_only_on_its_first_call_with_new_tensors_gets_no_time(tmp_path):
     # The profiled run is one of the timed runs, on their tensors, at a random point among them.
     result = _timed(cell("first_call_honest").add, tmp_path)
-    assert not result["ok"] and "not its Triton kernels" in result["message"], result
+    # the guard watches each timed call, and one more runs under the profiler: either says so
+    assert not result["ok"] and ("not its Triton kernels" in result["message"]
+                                or "computed with PyTorch" in result["message"]), result
+
+
+def test_a_function_honest_only_on_its_first_call_with_new_tensors_gets_no_time_from_the_clock(tmp_path):
+    # On any device: the grader's clock reuses its input tensors across batches, and the guard
+    # watches every timed call.
+    result = _timed(cell("first_call_honest").add, tmp_path)
+    assert not result["ok"] and "computed with PyTorch" in result["message"], result

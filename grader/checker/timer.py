@@ -209,6 +209,7 @@ class _Kernel:
         self.reader = shared_tensors.Reader(self.sock)
         self.device = device
         self.gate, self.gate_path, self.batches = None, None, 0
+        self.waits_for_host = False   # the student's calls read values back: no start signal (_student_batch)
         if device == "cuda":   # the start signal (see _student_batch): a page both processes map
             # in memory (CUDA registers a page of /dev/shm, not one of a file on a disk)
             where = "/dev/shm" if os.access("/dev/shm", os.W_OK) else os.path.dirname(listener.getsockname())
@@ -286,16 +287,21 @@ def _describe_sets(sets) -> list:
              for a in args] for args in sets]
 
 
-def _student_batch(kernel, event, spec, sets, expected, dtype, device, shape) -> float:
+def _student_batch(kernel, event, spec, sets, expected, dtype, device, shape, warm_up: bool = False) -> float:
     """Milliseconds per call of one batch of the student's calls, each call's output checked."""
     from grader.student.checks import _compare_outputs
     order = list(range(len(sets)))
     _chooser.shuffle(order)
     _synchronize(device)
-    if kernel.gate is None:   # on the CPU: the clock runs from "go" to the kernel's answer
+    if kernel.gate is None or warm_up or kernel.waits_for_host:
+        # On the CPU, in the warm-up, and for a function that makes the host wait for its GPU during a
+        # call (a value read back with .item(), a synchronize), which a start signal would hold up until
+        # it gave up: the clock runs from "go", the kernel's Python included, as in a program.
         start = time.perf_counter()
-        kernel.send({"op": "go", "order": order})
-        kernel.receive("queued")
+        kernel.send({"op": "go", "order": order, "start": 0})
+        queued = kernel.receive("queued")
+        if warm_up:
+            kernel.waits_for_host = bool(queued.get("waits_for_host"))
     else:
         # The kernel queues its calls behind a wait on the start signal, a flag in host memory that its
         # GPU reads; the clock starts when this process sets it, so none of the kernel's Python (the
@@ -304,8 +310,9 @@ def _student_batch(kernel, event, spec, sets, expected, dtype, device, shape) ->
         kernel.send({"op": "go", "order": order, "start": kernel.batches})
         kernel.receive("queued")
         if event.query():
-            raise TimerError(f"{spec.title}: the timed calls finished before the grader's start signal: "
-                             f"they did not wait for it")
+            raise TimerError(f"{spec.title}: the timed calls finished before the grader's start signal: they did "
+                             f"not wait for it. (A call that makes the host wait for the GPU now and then, with "
+                             f"a synchronize or a value read back, holds up the calls queued behind the signal.)")
         start = time.perf_counter()
         struct.pack_into("<i", kernel.gate, 0, kernel.batches)
     if event is not None:
@@ -364,7 +371,8 @@ def measure(listener, device: str, folder: str, key: str, dtype_name: str, shape
             except Exception as e:   # noqa: BLE001 - a handle that is not one
                 raise TimerError(f"{spec.title}: the kernel's completion event could not be opened ({e})") from None
         # Warm-up, untimed: compiling, autotuning, cuBLAS's choice. The student's outputs are checked all the same.
-        _student_batch(kernel, event, spec, sets, _refill(spec, sets, shape, dtype, device, gen), dtype, device, shape)
+        _student_batch(kernel, event, spec, sets, _refill(spec, sets, shape, dtype, device, gen), dtype, device, shape,
+                       warm_up=True)
         _refill(spec, sets, shape, dtype, device, gen)
         estimate = max(_baseline_batch(spec, sets, device), 1e-3)
         rounds = max(MIN_ROUNDS, min(MAX_ROUNDS, int(BUDGET_MS / (estimate * len(sets)))))
@@ -384,7 +392,7 @@ def measure(listener, device: str, folder: str, key: str, dtype_name: str, shape
         if _signalled:
             raise TimerError(f"{spec.title}: the grader's clock received a signal ({', '.join(sorted(set(_signalled)))}) "
                              f"while it timed: not credited")
-        return dict(samples, calls_per_batch=len(sets))
+        return dict(samples, calls_per_batch=len(sets), waits_for_host=kernel.waits_for_host)
     except CheckFailed as e:
         return {"error": str(e)}
     finally:

@@ -78,11 +78,12 @@ def where_it_raised(e: BaseException) -> str:
     return "\n".join(lines + traceback.format_exception_only(type(e), e)).rstrip()
 
 
-def run_student(spec, fn, args, label: str):
-    """Call the student's function once under the guard; raise CheckFailed with a reason if it cheats."""
+def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None):
+    """Call the student's function once under the guard; raise CheckFailed with a reason if it cheats.
+    (`tune_briefly`: see guard.watch; the case at the timed shape tunes as Triton does, for the timing.)"""
     saved = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     try:
-        with stderr_to_stdout(), watch(also_allowed=spec.also_allowed) as record:
+        with stderr_to_stdout(), watch(also_allowed=spec.also_allowed, tune_briefly=tune_briefly) as record:
             got = fn(*args)
         if _device.current().is_gpu:
             torch.cuda.synchronize()

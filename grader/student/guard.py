@@ -47,6 +47,7 @@ class CallRecord:
     """What a student's function did while it ran under `watch()`."""
     launches: int = 0
     torch_ops: list = field(default_factory=list)     # names of disallowed ATen ops, in order
+    values_read: int = 0                              # values read out of tensors into Python (.item(), ...)
     device_moves: list = field(default_factory=list)  # copies between devices (e.g. .cpu())
     side_streams: int = 0                              # launches on a stream other than the caller's
     kernels: Counter = field(default_factory=Counter)  # launches by Triton kernel name
@@ -70,6 +71,7 @@ class _Watcher(TorchDispatchMode):
     def read_out(self, what: str, elements: int) -> None:
         """The student's code took `elements` values out of PyTorch by `what`."""
         self.host_elements += elements
+        self.record.values_read += elements
         if self.host_elements - elements <= HOST_ELEMENTS < self.host_elements:   # said once, when crossed
             self.record.torch_ops.append(f"{what} (more than {HOST_ELEMENTS} values read out of tensors "
                                          "into Python; printing a few is fine)")
@@ -596,18 +598,20 @@ _install()
 
 
 @contextmanager
-def watch(poison: bool = True, also_allowed=(), ops: bool = True):
+def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: bool | None = None):
     """Run a block under the watcher; yields the CallRecord it fills in.
 
     `also_allowed` names extra ATen ops an exercise permits (e.g. "sum" to add up per-block partials).
     With `ops=False` only Triton launches are counted: no dispatch mode sits between PyTorch and its
-    kernels, so the block runs at full speed (the speed checks time under it).
+    kernels, so the block runs at full speed (a student's own speed check times under it).
+    `tune_briefly` (by default as `ops`) times an autotuner's candidates for a few milliseconds each
+    instead of Triton's default: for checks of correctness, not for calls that are timed.
     """
     global _active
     record = CallRecord()
     _note_replaced_operators(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
-    outer, _active = _active, _Watch(record, watcher, compile_ahead=ops)
+    outer, _active = _active, _Watch(record, watcher, compile_ahead=ops if tune_briefly is None else tune_briefly)
     try:
         with (watcher if ops else nullcontext()):
             yield record

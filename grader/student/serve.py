@@ -45,8 +45,8 @@ SPEED = -1
 # How long the kernel tries to reach the grader's clock (s): it may still be loading torch.
 CONNECT_TIMEOUT_S = 120
 # The most times the GPU reads the clock's start flag before it starts anyway (a read over the bus takes
-# about a microsecond: tens of seconds; the clock sets the flag within milliseconds of the kernel's answer).
-START_WAIT_PASSES = 20_000_000
+# about a microsecond: seconds; the clock sets the flag within milliseconds of the kernel's answer).
+START_WAIT_PASSES = 5_000_000
 
 
 def case_shapes(spec, gpu: bool) -> tuple:
@@ -103,7 +103,9 @@ def kernel_case(fn, key: str, index: int, dtype_name: str, device: str, seed: in
                 y, leaves = _student_graph(spec, fn, args, label)
                 outputs = _student_grads(spec, y, leaves, dy, label)
         else:
-            outputs = _plain(spec, _as_tuple(run_student(spec, fn, args, label)), label)
+            # At the timed shape an autotuner tunes as Triton does: the timed calls use what it chooses.
+            outputs = _plain(spec, _as_tuple(run_student(spec, fn, args, label, tune_briefly=False if index == SPEED
+                                                         else None)), label)
         _write(folder, request, {"ok": True}, outputs)
     except CheckFailed as e:
         _failed(folder, request, str(e))
@@ -154,23 +156,54 @@ class _Clock:
         return self.reader.receive()
 
 
-def _one_call(spec, fn, args, record, on_gpu: bool) -> tuple:
-    """One timed call of the student's function, with the checks only this process can make."""
-    launches, side = record.launches, record.side_streams
+@contextlib.contextmanager
+def _host_waits(waits: list):
+    """Notes in `waits` every explicit synchronize the block makes (a read of values back to the host,
+    `.item()` or `.tolist()`, the guard's record shows): calls that make the host wait for the GPU
+    cannot be queued behind the clock's start signal."""
+    cuda = torch.cuda
+    kept = (cuda.synchronize, cuda.Stream.synchronize, cuda.Event.synchronize)
+
+    def noted(original):
+        def synchronize(*args, **kwargs):
+            waits.append("synchronize")
+            return original(*args, **kwargs)
+        return synchronize
+
+    cuda.synchronize, cuda.Stream.synchronize, cuda.Event.synchronize = map(noted, kept)
+    try:
+        yield
+    finally:
+        cuda.synchronize, cuda.Stream.synchronize, cuda.Event.synchronize = kept
+
+
+def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list) -> tuple:
+    """One timed call of the student's function under the guard (all of it but poisoned allocations,
+    which are GPU work the clock would time: its Python runs before the clock starts, while the GPU
+    waits for the start signal), with the checks only this process can make. The names of the Triton
+    kernels it launched are added to `launched`; values it read back to the host, to `waits`."""
     stream = torch.cuda.current_stream() if on_gpu else None
     for t in args:   # as an in-place write would: a cache that watches version counters misses
         if isinstance(t, torch.Tensor):
             torch.autograd.graph.increment_version(t)
-    out = _plain(spec, _as_tuple(fn(*args)), "a timed call")
+    with watch(poison=False, also_allowed=spec.also_allowed, tune_briefly=False) as record:
+        out = _plain(spec, _as_tuple(fn(*args)), "a timed call")
+    launched.update(record.kernels)
+    if record.values_read or record.device_moves:
+        waits.append("a value read back")
     if on_gpu and torch.cuda.current_stream() != stream:
         raise CheckFailed(f"{spec.title}: a timed call of your function changed the current CUDA stream. The "
                           f"grader's completion marker would go on that stream and miss your work: leave it as it was.")
-    if record.launches == launches:
+    if record.launches == 0:
         raise CheckFailed(f"{spec.title}: one of the timed calls of your function launched no Triton kernel. Every "
                           f"call must compute its result: handing back a result kept from an earlier call is not allowed.")
-    if record.side_streams != side:
+    if record.side_streams:
         raise CheckFailed(f"{spec.title}: a timed call of your function launched work on another CUDA stream, "
                           f"where the grader's clock does not see it. Launch on the current stream.")
+    if record.forbidden():
+        raise CheckFailed(f"{spec.title}: a timed call of your function computed with PyTorch "
+                          f"({', '.join(record.forbidden())}). The computation itself must happen in your "
+                          f"Triton kernels, timed or not.")
     return out
 
 
@@ -255,22 +288,24 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
             message = clock.receive()
             if message.get("op") == "go":
                 outputs = None   # the last batch's, which the clock has checked
-                if on_gpu:
+                if on_gpu and int(message["start"]):
                     start.queue_wait(int(message["start"]))
-                with stderr_to_stdout(), watch(poison=False, ops=False) as record:   # counts launches only
-                    outputs = [_one_call(spec, fn, sets[i], record, on_gpu) for i in message["order"]]
-                launched.update(record.kernels)
+                waits = [[] for _ in message["order"]]
+                with stderr_to_stdout():
+                    outputs = []
+                    for i, waited in zip(message["order"], waits):
+                        with _host_waits(waited):
+                            outputs.append(_one_call(spec, fn, sets[i], on_gpu, launched, waited))
                 if on_gpu:
                     event.record(torch.cuda.current_stream())
-                clock.send({"op": "queued"})
+                # (the first call may tune or load a kernel, once: the others say what every call does)
+                clock.send({"op": "queued", "waits_for_host": any(waits[1:])})
                 clock.send({"op": "outputs", "outputs": [_shared(o, device, folder) for o in outputs]})
             elif message.get("op") == "profile":
                 # One call outside the clock under PyTorch's profiler: the GPU itself says which kernels
                 # ran. A function that computes with Triton only while it is watched shows cuBLAS here.
-                with gpu_profile() if on_gpu else contextlib.nullcontext([]) as ran, \
-                        watch(poison=False, ops=False) as record:
-                    _one_call(spec, fn, sets[message["set"]], record, on_gpu)
-                launched.update(record.kernels)
+                with gpu_profile() if on_gpu else contextlib.nullcontext([]) as ran:
+                    _one_call(spec, fn, sets[message["set"]], on_gpu, launched, [])
                 clock.send({"op": "profiled"})
             elif message.get("op") == "end":
                 break
