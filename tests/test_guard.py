@@ -350,3 +350,35 @@ def test_correctness_checks_tune_quickly_speed_checks_as_triton_does(monkeypatch
     with watch(ops=False):              # a speed check: Triton's own benchmark
         torch.testing.assert_close(f(x), x * 2)
     assert len(benched) == 2 and len(double.cache) == 2
+
+
+def test_a_store_outside_a_tensor_the_function_allocated_shows_in_its_guard_bytes():
+    with watch() as record:
+        out = torch.empty(10, device=DEVICE.torch_device)
+        other = torch.empty((3, 5), dtype=torch.float16, device=DEVICE.torch_device)
+    assert is_poison(out).all() and record.overruns() is None
+    out.as_strided((12,), (1,))[10:].zero_()            # two elements past its end (outside the watch)
+    message = record.overruns()
+    assert "past the end of" in message and "(10,)" in message, message
+    with watch() as record:
+        out = torch.empty(10, device=DEVICE.torch_device)
+    out.as_strided((1,), (1,), out.storage_offset() - 1).zero_()   # the element before it
+    assert "before the start of" in record.overruns() and "1 element" in record.overruns()
+    del other
+
+
+@needs_gpu("on a GPU an unmasked store writes into whatever memory follows (the interpreter stops it first)")
+def test_an_unmasked_store_past_the_end_of_the_output_fails_the_check():
+    import triton
+    from grader import exercises
+    from grader.compare import CheckFailed
+    from grader.student.checks import run_student
+
+    def add_unmasked(x, y):
+        out = torch.empty_like(x)
+        kernels.add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, 1 << 30, BLOCK=1024)  # no real bound
+        return out
+
+    x, y = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
+    with pytest.raises(CheckFailed, match="past the end of a tensor your function allocated"):
+        run_student(exercises.get("day1.vector_add"), add_unmasked, (x, y), "a test case")

@@ -182,3 +182,18 @@ def test_the_kernels_user_cannot_reach_the_clock_though_it_is_the_same_user():
         clock.close()
         exchange.close()
         sandbox.kill_user(uid)
+
+
+def test_a_clock_that_cannot_start_or_ends_fails_the_check_with_a_reason(tmp_path):
+    far = tmp_path / ("x" * 120)     # no Unix socket can be made there: the path is too long
+    far.mkdir()
+    clock = timer.Timer(str(far), None, "cpu")
+    with pytest.raises(timer.TimerError, match="did not start: OSError"):
+        clock.started()
+    clock.close()
+    clock = timer.Timer(str(tmp_path), None, "cpu")
+    assert clock.started()
+    clock.process.kill()
+    with pytest.raises(timer.TimerError, match="ended unexpectedly"):
+        clock.result()
+    clock.close()

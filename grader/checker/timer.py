@@ -48,6 +48,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 SOCKET_NAME = "timer.sock"
@@ -76,9 +77,11 @@ class Timer:
         # Its imports from the checker's own path, not from the notebook's folder (which the kernel writes).
         path = [p for p in sys.path if os.path.isabs(p)]
         code = f"import sys; sys.path[:0] = {path!r}; from grader.checker.timer import main; main()"
+        # Its warnings go to a file of the checker's (a pipe nobody reads while it runs could fill and stop it).
+        self._errors = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             [sys.executable, "-I", "-c", code, str(os.getuid() if uid is None else uid), device, folder],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=folder,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors, cwd=folder,
             env=_helper_env(folder) if env is None else env, bufsize=0, start_new_session=True)
         self._started, self._output = False, b""
 
@@ -91,8 +94,12 @@ class Timer:
             ready = left > 0 and select.select([self.process.stdout], [], [], left)[0]
             chunk = os.read(self.process.stdout.fileno(), 65536) if ready else b""
             if not chunk:
+                if self.process.poll() is None:
+                    self.process.kill()
+                self.process.wait()
+                self._errors.seek(0)
+                err = self._errors.read().decode(errors="replace")[-2000:].strip()
                 self.close()
-                err = self.process.stderr.read().decode(errors="replace")[-2000:].strip()
                 raise TimerError("the grader's timing helper " + ("did not answer in time" if not ready else
                                  f"ended unexpectedly{': ' + err if err else ''}"))
             self._output += chunk
@@ -128,6 +135,7 @@ class Timer:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        self._errors.close()
 
 
 def _helper_env(folder: str) -> dict:
@@ -236,6 +244,7 @@ class _Kernel:
     def close(self) -> None:
         if self.gate is not None:   # whatever happened, nothing the kernel queued waits for ever
             struct.pack_into("<i", self.gate, 0, 2**31 - 1)
+            self.gate.close()
         try:
             self.send({"op": "end"})
         except OSError:

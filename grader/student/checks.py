@@ -91,6 +91,9 @@ def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None):
         raise
     except Exception as e:  # the student's code raised: show where, briefly
         raise CheckFailed(f"{spec.title}: your function raised on {label}:\n{where_it_raised(e)}") from None
+    overrun = record.overruns()
+    if overrun:
+        raise CheckFailed(f"{spec.title}: on {label} {overrun}")
     if record.forbidden():
         raise CheckFailed(f"{spec.title}: your function computed with PyTorch ({', '.join(record.forbidden())}) "
                           f"on {label}. Allocating outputs and taking views is fine; the computation "
@@ -196,6 +199,9 @@ def _student_grads(spec, y, leaves, dy, label):
         raise CheckFailed(f"{spec.title}: your backward raised on {label}:\n{where_it_raised(e)}") from None
     if record.launches == 0:
         raise CheckFailed(f"{spec.title}: your backward did not launch a Triton kernel on {label}.")
+    overrun = record.overruns()
+    if overrun:
+        raise CheckFailed(f"{spec.title}: in your backward on {label} {overrun}")
     if record.forbidden():
         raise CheckFailed(f"{spec.title}: your backward computed with PyTorch ({', '.join(record.forbidden())}) "
                           f"on {label}; the gradients must come from your Triton kernels.")

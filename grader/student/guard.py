@@ -38,8 +38,14 @@ view_as_complex _reshape_alias unfold
 HOST_ELEMENTS = 64
 
 # Allocations whose contents are undefined: the guard fills them with poison (compare.POISON_BITS) so
-# that an element a kernel forgets to write shows up as such instead of as leftover data.
+# that an element a kernel forgets to write shows up as such instead of as leftover data, and puts
+# guard bytes before and after them (CallRecord.guarded) so that a store past the end shows too.
 POISONED_OPS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
+GUARD_BYTE = 0xA5
+# Guard bytes on each side: the tensor's own size, between these bounds. An unmasked last block writes
+# up to a block past the end (a 2-D tile: up to a tile's rows of a row).
+GUARD_MIN_BYTES, GUARD_MAX_BYTES = 64 * 1024, 16 * 2**20
+MAX_GUARDED = 64   # allocations per call that get guards (a function that allocates in a loop: the first)
 
 
 @dataclass
@@ -53,6 +59,40 @@ class CallRecord:
     kernels: Counter = field(default_factory=Counter)  # launches by Triton kernel name
     # In the CPU interpreter: (kernel, its arguments described) of each launch, to compile for a GPU
     interpreted: list = field(default_factory=list)
+
+    # Tensors the function allocated, with guard bytes around them: (all the memory, guard bytes, tensor)
+    guards: list = field(default_factory=list)
+
+    def guarded(self, t: torch.Tensor) -> torch.Tensor:
+        """`t` (a fresh allocation) moved to the middle of a larger one, its elements poisoned and the
+        bytes before and after it set to GUARD_BYTE: a store past the end of the tensor, which on a GPU
+        lands in whatever memory follows, shows there (overruns)."""
+        if t.numel() == 0 or len(self.guards) >= MAX_GUARDED:
+            return poison_(t)
+        span = (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size()
+        pad = -(-max(GUARD_MIN_BYTES, min(span, GUARD_MAX_BYTES)) // 256) * 256   # aligned as an allocation is
+        memory = torch.empty(2 * pad + span, dtype=torch.uint8, device=t.device).fill_(GUARD_BYTE)
+        moved = torch.empty(0, dtype=t.dtype, device=t.device).set_(
+            memory.untyped_storage(), pad // t.element_size(), t.shape, t.stride())
+        self.guards.append((memory, pad, moved))
+        return poison_(moved)
+
+    def overruns(self) -> str | None:
+        """How a kernel wrote outside a tensor the function allocated (the first such tensor), or None."""
+        for memory, pad, t in self.guards:
+            span = memory.numel() - 2 * pad
+            for where, guard in (("past the end of", memory[pad + span:]), ("before the start of", memory[:pad])):
+                changed = (guard != GUARD_BYTE).nonzero()
+                if len(changed):
+                    first = int(changed[0 if where.startswith("past") else -1]) + (0 if where.startswith("past")
+                                                                                   else -pad)
+                    elements = first // t.element_size() + (1 if where.startswith("past") else 0)
+                    return (f"a kernel wrote {where} a tensor your function allocated (shape {tuple(t.shape)}, "
+                            f"{str(t.dtype).replace('torch.', '')}), {abs(elements)} element(s) "
+                            f"{'past its end' if where.startswith('past') else 'before it'}: a store without a "
+                            f"mask, or with one that lets the last block write beyond the tensor. On a GPU that "
+                            f"write lands in another tensor's memory.")
+        return None
 
     def forbidden(self) -> list:
         """The PyTorch computations and device copies the function made (names of ATen ops)."""
@@ -92,7 +132,7 @@ class _Watcher(TorchDispatchMode):
                 torch.device(kwargs["device"]).type != args[0].device.type:
             self.record.device_moves.append(f"copy to {kwargs['device']}")
         elif self.poison and name in POISONED_OPS and isinstance(out, torch.Tensor):
-            poison_(out)
+            out = self.record.guarded(out)
         return out
 
 
