@@ -230,8 +230,20 @@ def test_a_notebooks_own_object_may_have_its_attributes_set():
 def test_a_name_bound_to_anything_else_is_not_the_notebooks_own(elsewhere):
     verdict = _own_verdict(PLAN_CLASS, PLAN_MADE, elsewhere, PLAN_USED)
     assert any("assigns PLAN." in p for p in verdict.problems), verdict
-    # a class of its own made from a library's object is no instance of its own either
+    # an object made by a library is no object of its own either
     assert "PLAN" not in code_rules.own_objects(["import torch\nPLAN = torch.cuda.Stream()", PLAN_USED])
+
+
+@pytest.mark.parametrize("plan_class", [
+    "import torch\nclass Plan:\n    def __new__(cls):\n        return torch",          # Plan() returns a module
+    "import torch\nclass Meta(type):\n    pass\nclass Plan(metaclass=Meta):\n    pass",
+    "import torch\ndef make(c):\n    return lambda: torch\n@make\nclass Plan:\n    pass",
+    "import torch\nclass Plan(torch.nn.Module):\n    pass",                           # a library's class
+    "import torch\nclass Base:\n    def __new__(cls):\n        return torch\nclass Plan(Base):\n    pass",
+])
+def test_only_a_plain_class_of_the_notebooks_own_makes_objects_of_its_own(plan_class):
+    assert "PLAN" not in code_rules.own_objects([plan_class, PLAN_MADE, PLAN_USED])
+    assert "PLAN" in code_rules.own_objects([PLAN_CLASS, "class Child(Plan):\n    pass", "PLAN = Child()"])
 
 
 def test_a_refused_cell_says_why_in_the_source_it_leaves():

@@ -185,7 +185,19 @@ def own_objects(sources) -> frozenset:
             trees.append(ast.parse(_python_of(source)))
         except SyntaxError:
             continue
-    classes = {node.name for tree in trees for node in tree.body if isinstance(node, ast.ClassDef)}
+    # Plain classes: no decorator, metaclass or __new__ (any of which could make `Plan()` return a
+    # module), and no base but object or another such class.
+    defined = {node.name: node for tree in trees for node in tree.body if isinstance(node, ast.ClassDef)}
+    classes, changed = set(), True
+    while changed:
+        changed = False
+        for name, node in defined.items():
+            if name not in classes and not node.decorator_list and not node.keywords \
+                    and not any(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name == "__new__"
+                                for b in node.body) \
+                    and all(isinstance(b, ast.Name) and (b.id == "object" or b.id in classes) for b in node.bases):
+                classes.add(name)
+                changed = True
     made, other = set(), set()
     for tree in trees:
         instances = set()   # the targets of `NAME = OwnClass(...)` at the top level
