@@ -72,8 +72,9 @@ class CallRecord:
         span = (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size()
         pad = -(-max(GUARD_MIN_BYTES, min(span, GUARD_MAX_BYTES)) // 256) * 256   # aligned as an allocation is
         memory = torch.empty(2 * pad + span, dtype=torch.uint8, device=t.device).fill_(GUARD_BYTE)
-        moved = torch.empty(0, dtype=t.dtype, device=t.device).set_(
-            memory.untyped_storage(), pad // t.element_size(), t.shape, t.stride())
+        storage = torch._C.TensorBase.untyped_storage(memory)   # the method itself, not the guard's wrapper
+        moved = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, pad // t.element_size(), t.shape,
+                                                                    t.stride())
         self.guards.append((memory, pad, moved))
         return poison_(moved)
 
