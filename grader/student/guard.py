@@ -42,9 +42,10 @@ HOST_ELEMENTS = 64
 # guard bytes before and after them (CallRecord.guarded) so that a store past the end shows too.
 POISONED_OPS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
 GUARD_BYTE = 0xA5
-# Guard bytes on each side: the tensor's own size, between these bounds. An unmasked last block writes
-# up to a block past the end (a 2-D tile: up to a tile's rows of a row).
-GUARD_MIN_BYTES, GUARD_MAX_BYTES = 64 * 1024, 16 * 2**20
+# Guard bytes on each side (a multiple of 256: the tensor stays aligned as an allocation is). A store
+# past the end begins with the elements right after it, so a few suffice; small enough that filling
+# them runs on one thread (a notebook at its process limit cannot start more).
+GUARD_BYTES = 4096
 MAX_GUARDED = 64   # allocations per call that get guards (a function that allocates in a loop: the first)
 
 
@@ -70,8 +71,10 @@ class CallRecord:
         if t.numel() == 0 or len(self.guards) >= MAX_GUARDED:
             return poison_(t)
         span = (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size()
-        pad = -(-max(GUARD_MIN_BYTES, min(span, GUARD_MAX_BYTES)) // 256) * 256   # aligned as an allocation is
-        memory = torch.empty(2 * pad + span, dtype=torch.uint8, device=t.device).fill_(GUARD_BYTE)
+        pad = GUARD_BYTES
+        memory = torch.empty(2 * pad + span, dtype=torch.uint8, device=t.device)
+        memory[:pad].fill_(GUARD_BYTE)
+        memory[pad + span:].fill_(GUARD_BYTE)
         storage = torch._C.TensorBase.untyped_storage(memory)   # the method itself, not the guard's wrapper
         moved = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, pad // t.element_size(), t.shape,
                                                                     t.stride())
