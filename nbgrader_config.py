@@ -26,6 +26,11 @@ if os.environ.get("NBGRADER_DB_URL"):
 c.Execute.timeout = 900
 c.ExecutePreprocessor.timeout = 900
 c.Execute.interrupt_on_timeout = False
+# A kernel, started as a user of its own and importing torch, may take more than nbclient's default 60 s
+# to answer on a busy machine (2 cores grading a class: a notebook scored 0 with "Kernel didn't respond in
+# 60 seconds"). A busy machine is no reason for a zero; the batch's --timeout still bounds the notebook.
+c.Execute.startup_timeout = 300
+c.ExecutePreprocessor.startup_timeout = 300
 # Once the last cell has run, the kernel is killed rather than asked to exit: its answers are all in,
 # and a kernel that has imported torch took 0.5 to 1 s to wind down. The batch kills what it leaves.
 c.Execute.shutdown_kernel = "immediate"
