@@ -41,6 +41,14 @@ def add_grid_too_small(x, y):
     return out
 
 
+def add_skipping_the_last_block(x, y):
+    """Launches one block fewer than it needs (at least one): wrong at every size above one block,
+    including the timed one (a multiple of the block, where rounding the grid down loses nothing)."""
+    out = torch.empty_like(x)
+    add_kernel[(max(1, triton.cdiv(x.numel(), 1024) - 1),)](x, y, out, x.numel(), BLOCK=1024)
+    return out
+
+
 def add_with_torch(x, y):
     """Launches a kernel for show, then computes the answer with PyTorch."""
     add(x, y)

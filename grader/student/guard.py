@@ -8,6 +8,7 @@ tensors with ATen ops), so launches are counted and everything inside them is ig
 from __future__ import annotations
 
 import os
+import random
 import sys
 from collections import Counter
 from contextlib import contextmanager, nullcontext
@@ -41,7 +42,6 @@ HOST_ELEMENTS = 64
 # that an element a kernel forgets to write shows up as such instead of as leftover data, and puts
 # guard bytes before and after them (CallRecord.guarded) so that a store past the end shows too.
 POISONED_OPS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
-GUARD_BYTE = 0xA5
 # Guard bytes on each side (a multiple of 256: the tensor stays aligned as an allocation is). A store
 # past the end begins with the elements right after it, so a few suffice; small enough that filling
 # them runs on one thread (a notebook at its process limit cannot start more).
@@ -63,18 +63,22 @@ class CallRecord:
 
     # Tensors the function allocated, with guard bytes around them: (all the memory, guard bytes, tensor)
     guards: list = field(default_factory=list)
+    # The guard bytes' value, new for each call. An unmasked kernel stores past the end values computed
+    # from what lies past the end of its inputs, and that may be an earlier call's guard memory: one
+    # fixed value could be written back unchanged (seen on an H100 for x + y with y's tail zeroed).
+    guard_byte: int = field(default_factory=lambda: random.randrange(1, 255))
 
     def guarded(self, t: torch.Tensor) -> torch.Tensor:
         """`t` (a fresh allocation) moved to the middle of a larger one, its elements poisoned and the
-        bytes before and after it set to GUARD_BYTE: a store past the end of the tensor, which on a GPU
+        bytes before and after it set to guard_byte: a store past the end of the tensor, which on a GPU
         lands in whatever memory follows, shows there (overruns)."""
         if t.numel() == 0 or len(self.guards) >= MAX_GUARDED:
             return poison_(t)
         span = (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size()
         pad = GUARD_BYTES
         memory = torch.empty(2 * pad + span, dtype=torch.uint8, device=t.device)
-        memory[:pad].fill_(GUARD_BYTE)
-        memory[pad + span:].fill_(GUARD_BYTE)
+        memory[:pad].fill_(self.guard_byte)
+        memory[pad + span:].fill_(self.guard_byte)
         storage = torch._C.TensorBase.untyped_storage(memory)   # the method itself, not the guard's wrapper
         moved = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, pad // t.element_size(), t.shape,
                                                                     t.stride())
@@ -86,7 +90,7 @@ class CallRecord:
         for memory, pad, t in self.guards:
             span = memory.numel() - 2 * pad
             for where, guard in (("past the end of", memory[pad + span:]), ("before the start of", memory[:pad])):
-                changed = (guard != GUARD_BYTE).nonzero()
+                changed = (guard != self.guard_byte).nonzero()
                 if len(changed):
                     first = int(changed[0 if where.startswith("past") else -1]) + (0 if where.startswith("past")
                                                                                    else -pad)
