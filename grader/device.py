@@ -212,6 +212,10 @@ def detect(force_cpu: bool = False) -> Device:
 def setup(force_cpu: bool = False, quiet: bool = False) -> Device:
     """Call first in every notebook: picks the device, switches on the interpreter if needed, reports."""
     dev = detect(force_cpu)
+    from grader import _GRADING_AT_IMPORT
+    if _GRADING_AT_IMPORT:   # graded: the first cell, before any of the student's runs
+        from grader.student import integrity
+        integrity.seal()
     if not quiet:
         from grader.versions import upgrades
         for line in [dev.describe()] + upgrades(interpreter=not dev.is_gpu):

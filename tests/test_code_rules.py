@@ -98,7 +98,12 @@ HONEST = [
     "import grader\ngrader.check('day1.vector_add', add)",       # a visible test, copied by the student
     "from __future__ import annotations\nimport math\nx = math.sqrt(2)",
     "class Norm(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = 1",
-    "ctx.save_for_backward(x)\nctx.eps = 1e-6",
+    "class Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+    "        ctx.save_for_backward(x)\n        ctx.eps = 1e-6\n        ctx._shape = x.shape\n        return x",
+    # a helper class's private cache, reached in a closure of its method; module and class dunders
+    "class Grids:\n    def __init__(self):\n        self._grids = {}\n    def get(self, n):\n"
+    "        def make():\n            self._grids[n] = (n,)\n        make()\n        return self._grids[n]",
+    "__all__ = ['add']\n__version__ = '1.0'\nclass P:\n    __slots__ = ('a',)",
     "out = torch.empty_like(x)\nout.fill_(0)",
     "%timeit add(x, y)",
     "print(type(x).__name__, file=sys.stderr)",
@@ -232,6 +237,46 @@ def test_a_name_bound_to_anything_else_is_not_the_notebooks_own(elsewhere):
     assert any("assigns PLAN." in p for p in verdict.problems), verdict
     # an object made by a library is no object of its own either
     assert "PLAN" not in code_rules.own_objects(["import torch\nPLAN = torch.cuda.Stream()", PLAN_USED])
+
+
+# The red team's ways to set attributes of any object, the grader's modules included
+# (docs/redteam-h100.md; each was graded 3/3 with a wrong answer before these rules)
+@pytest.mark.parametrize("cells, problem", [
+    # a function whose parameter is named self, called with a module
+    (["def put(self, v):\n    self.run_student = v", "put(torch, 1)"], "assigns self.run_student"),
+    # a variable named ctx
+    (["import torch\nctx = torch.cuda\nctx.synchronize = print"], "assigns ctx.synchronize"),
+    # a method called through its class, with a module as self, by every route
+    (["class P:\n    def put(self, v):\n        self.x = v", "P.put(torch, 1)"], "through its class"),
+    (["class P:\n    def put(self, v):\n        self.x = v", "p = P()\ntype(p).put(torch, 1)"], "through its class"),
+    (["class P:\n    def put(self, v):\n        self.x = v", "p = P()\np.__class__.put(torch, 1)"],
+     "through its class"),
+    (["class P:\n    def put(self, v):\n        self.x = v", "getattr(P, 'put')(torch, 1)"], "through its class"),
+    (["class P:\n    def put(self, v):\n        self.x = v", "Q = P\nQ.put(torch, 1)"], "binds the class P"),
+    # `self` rebound inside the method
+    (["class P:\n    def put(self, v):\n        self = v\n        self.x = 1"], "assigns self.x"),
+    # the grader under another name, in a list, passed to a function
+    (["G = grader\nG.student.checks"], "other than as grader.<public function>"),
+    (["[grader][0].student"], "other than as grader.<public function>"),
+    (["def member(m):\n    return m.student", "member(grader)"], "other than as grader.<public function>"),
+    (["import grader as G"], "imports the grader as G"),
+    (["import grader.student.checks as checks"], "imports a module of the grader"),
+])
+def test_attributes_of_objects_not_the_notebooks_own_cannot_be_set_by_any_route(cells, problem):
+    own, classes = code_rules.own_objects(cells), code_rules.notebook_classes(cells)
+    problems = [p for c in cells for p in code_rules.check_cell(c, code_rules.imported_names(cells), own,
+                                                                 classes).problems]
+    assert any(problem in p for p in problems), problems
+
+
+def test_a_class_name_bound_to_anything_else_makes_no_objects_of_its_own():
+    # the red team's F1: `Plan` redefined as a function returning a module, after the class statement
+    assert "PLAN" not in code_rules.own_objects([PLAN_CLASS, "import torch\ndef Plan():\n    return torch",
+                                                 PLAN_MADE, PLAN_USED])
+    # a dataclass is a plain class: its counters and private caches are the notebook's own
+    dataclass = "import dataclasses\n@dataclasses.dataclass\nclass Stats:\n    calls: int = 0\n    _seen: int = 0"
+    cells = [dataclass, "STATS = Stats()", "def f(x):\n    STATS.calls += 1\n    STATS._seen = 1\n    return x"]
+    assert "STATS" in code_rules.own_objects(cells) and _own_verdict(*cells).clean
 
 
 @pytest.mark.parametrize("plan_class", [

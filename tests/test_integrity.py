@@ -1,4 +1,5 @@
 """A test cell refuses to grade when a student's earlier cell replaced the tools it relies on."""
+import os
 import time
 
 import pytest
@@ -7,6 +8,7 @@ import torch
 import grader
 from grader.student.integrity import TamperingDetected
 import kernels
+from conftest import REPO
 
 
 def test_genuine_tools_pass():
@@ -39,3 +41,36 @@ def test_replaced_checker_function_is_detected(monkeypatch):
     monkeypatch.setattr(checks, "run_student", lambda *a, **k: None)
     with pytest.raises(TamperingDetected, match="run_student"):
         checks.check("day1.vector_add", kernels.add)
+
+
+def test_at_grading_time_the_graders_modules_are_sealed_against_a_cell_that_reaches_them():
+    # The red team reached grader.student.checks by routes the submission rules then missed and swapped
+    # run_student (which runs the guard) for a function that computed with PyTorch: 3/3 for a wrong
+    # answer. At grading time setup() seals every grader module, however a cell reaches it.
+    import subprocess
+    import sys
+    code = """
+import grader
+grader.setup(quiet=True)
+import grader.student.checks as checks, grader.student.serve as serve, grader.exercises as exercises
+for module, name in ((checks, "run_student"), (serve, "kernel_case"), (exercises, "get"), (grader, "check")):
+    for change in (lambda: setattr(module, name, print), lambda: delattr(module, name)):
+        try:
+            change()
+        except AttributeError as e:
+            assert "belongs to the grader" in str(e), e
+        else:
+            raise SystemExit(f"{module.__name__}.{name} could be changed")
+import grader.timing   # a submodule imported later is still recorded on its package
+assert grader.timing.__name__ == "grader.timing"
+print("sealed")
+"""
+    env = {**os.environ, "NBGRADER_EXECUTION": "autograde", "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO)
+    assert done.stdout.strip().endswith("sealed"), done.stdout + done.stderr
+    # Outside grading nothing is sealed: a student's own experiments and the tests may patch freely
+    env.pop("NBGRADER_EXECUTION")
+    done = subprocess.run([sys.executable, "-c", "import grader; grader.setup(quiet=True)\n"
+                           "import grader.student.checks as c\nc.run_student = print\nprint('free')"],
+                          env=env, capture_output=True, text=True, cwd=REPO)
+    assert done.stdout.strip() == "free", done.stderr

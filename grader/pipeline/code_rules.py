@@ -88,6 +88,9 @@ TORCH_NAMESPACES = ("aten", "prims", "prim", "_")
 # call runs, the grader's guard sees every way out (grader/student/guard.py) and refuses the answer; outside
 # it, a student's own print of a result harms nothing.
 ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__class__", "__version__"})
+# Names a module or class of the student's own may bind: what `import *` exports, a class's fixed
+# attributes, its version. Each only describes the student's own code.
+BINDABLE_DUNDERS = frozenset({"__all__", "__slots__", "__version__"})
 # Modules a notebook uses under these names even where the cell that imports them is not checked.
 KNOWN_MODULES = frozenset({"grader", "torch", "triton", "tl", "F", "nn", "np", "math", "time", "os", "sys"})
 # Magics that only time or configure plotting; their code is checked like a cell's.
@@ -185,14 +188,20 @@ def own_objects(sources) -> frozenset:
             trees.append(ast.parse(_python_of(source)))
         except SyntaxError:
             continue
-    # Plain classes: no decorator, metaclass or __new__ (any of which could make `Plan()` return a
-    # module), and no base but object or another such class.
+    # Plain classes: no decorator but @dataclass, no metaclass or __new__ (any of which could make
+    # `Plan()` return a module), no base but object or another such class, and a name that nothing but
+    # its class statements binds (`def Plan(): return some_module` after it would).
     defined = {node.name: node for tree in trees for node in tree.body if isinstance(node, ast.ClassDef)}
+    rebound = {name for tree in trees for node in ast.walk(tree) if not isinstance(node, ast.ClassDef)
+               for name in _bound_names(node)} | \
+              {node.id for tree in trees for node in ast.walk(tree)
+               if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
     classes, changed = set(), True
     while changed:
         changed = False
         for name, node in defined.items():
-            if name not in classes and not node.decorator_list and not node.keywords \
+            if name not in classes and name not in rebound and all(map(_is_dataclass, node.decorator_list)) \
+                    and not node.keywords \
                     and not any(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name == "__new__"
                                 for b in node.body) \
                     and all(isinstance(b, ast.Name) and (b.id == "object" or b.id in classes) for b in node.bases):
@@ -225,6 +234,93 @@ def own_objects(sources) -> frozenset:
             elif isinstance(node, ast.MatchMapping) and node.rest:
                 other.add(node.rest)
     return frozenset(made - other)
+
+
+def _is_dataclass(decorator) -> bool:
+    """`@dataclass`, `@dataclasses.dataclass` or either called with options: it adds methods that set
+    the instance's own fields, never a `__new__`."""
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return _chain(target) in ("dataclass", "dataclasses.dataclass")
+
+
+def _method_selves(tree) -> set:
+    """The `self` and `ctx` names (ids of their ast.Name nodes) that are a method's own first parameter:
+    in a function written directly in a class body, whose first parameter has that name and which binds
+    that name nowhere else (a closure inside the method sees the same object). Any other `self` (a
+    variable, a plain function's parameter) may be bound to anything, a module included."""
+    parents = {id(child): parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    selves = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Name) and node.id in SETTABLE_ROOTS):
+            continue
+        scope = parents.get(id(node))
+        while scope is not None and not (isinstance(scope, functions) and _binds(scope, node.id)):
+            scope = parents.get(id(scope))
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and isinstance(parents.get(id(scope)), ast.ClassDef) and _first_parameter(scope) == node.id \
+                and not any(isinstance(n, ast.Name) and n.id == node.id and not isinstance(n.ctx, ast.Load)
+                            or isinstance(n, (ast.Global, ast.Nonlocal)) and node.id in n.names
+                            for n in ast.walk(scope)):
+            selves.add(id(node))
+    return selves
+
+
+def _first_parameter(function):
+    positional = function.args.posonlyargs + function.args.args
+    return positional[0].arg if positional else None
+
+
+def _binds(function, name) -> bool:
+    """Whether a function binds `name` itself (a parameter, or a name it assigns), as Python resolves it."""
+    arguments = function.args
+    parameters = arguments.posonlyargs + arguments.args + arguments.kwonlyargs + \
+        [a for a in (arguments.vararg, arguments.kwarg) if a]
+    return any(a.arg == name for a in parameters) or any(
+        isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(function))
+
+
+def notebook_classes(sources) -> frozenset:
+    """The classes the notebook defines, and as "Class.method" their methods whose first parameter is
+    `self` or `ctx` (whose attributes such a method may set): what a cell may not call through a class."""
+    found = set()
+    for source in sources:
+        try:
+            tree = ast.parse(_python_of(source))
+        except SyntaxError:
+            continue
+        for c in ast.walk(tree):
+            if isinstance(c, ast.ClassDef):
+                found.add(c.name)
+                found.update(f"{c.name}.{f.name}" for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                             and _first_parameter(f) in SETTABLE_ROOTS)
+    return frozenset(found)
+
+
+def _methods_reached_through_a_class(tree, classes: frozenset) -> list:
+    """A method whose first parameter may have its attributes set (`def put(self, v): self.x = v`) called
+    through its class with another first argument (`Plan.put(some_module, v)`, `type(p).put`,
+    `p.__class__.put`, `getattr(Plan, "put")`, or the class under another name): that sets attributes
+    of any object. Through an instance (`p.put(v)`, `self.put(v)`) it is the object's own."""
+    found = classes | notebook_classes([ast.unparse(tree)])
+    settable = {name.split(".")[1] for name in found if "." in name}
+    classes = {name for name in found if "." not in name}
+
+    def a_class(node) -> bool:
+        return (isinstance(node, ast.Name) and node.id in classes
+                or isinstance(node, ast.Attribute) and node.attr == "__class__"
+                or isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type")
+
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in settable and a_class(node.value):
+            problems.append(f"calls the method {node.attr} through its class (call it on an instance)")
+        elif _is_plain_getattr(node) and node.args[1].value in settable and a_class(node.args[0]):
+            problems.append(f"calls the method {node.args[1].value} through its class (call it on an instance)")
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None \
+                and isinstance(node.value, ast.Name) and node.value.id in classes and settable:
+            problems.append(f"binds the class {node.value.id} to another name")
+    return problems
 
 
 @functools.lru_cache(maxsize=None)
@@ -310,14 +406,14 @@ def _bindings_and_protocols(tree) -> list:
         elif isinstance(node, ast.alias) and node.name in NAMED_GETTERS and node.asname not in (None, node.name):
             problems.append(f"imports {node.name} under another name")
         elif isinstance(node, ast.Name) and node.id.startswith("__") and node.id.endswith("__") \
-                and not isinstance(node.ctx, ast.Load):
+                and not isinstance(node.ctx, ast.Load) and node.id not in BINDABLE_DUNDERS:
             problems.append(f"rebinds {node.id}")
         elif isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "path" for a in node.names):
             problems.append("imports sys.path")
         elif isinstance(node, ast.keyword) and node.arg in FORBIDDEN_KEYWORDS:
             problems.append(f"uses {node.arg}=")
         elif isinstance(node, ast.Name) and node.id.startswith("__") and node.id.endswith("__") \
-                and node.id not in ALLOWED_DUNDERS:
+                and node.id not in ALLOWED_DUNDERS | BINDABLE_DUNDERS:
             problems.append(f"uses {node.id}")
         elif isinstance(node, ast.keyword) and node.arg in PROTOCOL_NAMES:
             problems.append(f"uses {node.arg}")
@@ -347,9 +443,10 @@ def _bindings_and_protocols(tree) -> list:
     return problems
 
 
-def check_cell(source: str, modules: set = KNOWN_MODULES, own: frozenset = frozenset()) -> Verdict:
+def check_cell(source: str, modules: set = KNOWN_MODULES, own: frozenset = frozenset(),
+               classes: frozenset = frozenset()) -> Verdict:
     """Which rules a student's cell breaks; `modules` are the notebook's imported names, `own` the names
-    of its own objects (own_objects), whose attributes it may set."""
+    of its own objects (own_objects), whose attributes it may set, `classes` its classes (notebook_classes)."""
     verdict = Verdict()
     try:
         tree = ast.parse(_python_of(source))
@@ -357,11 +454,33 @@ def check_cell(source: str, modules: set = KNOWN_MODULES, own: frozenset = froze
         # Not Python, but IPython may still run it: `time exec(...)` is the %time magic (automagic).
         verdict.problems.append("does not parse as Python")
         return verdict
-    _check_tree(tree, modules, verdict, SETTABLE_ROOTS | own)
+    _check_tree(tree, modules, verdict, SETTABLE_ROOTS | own, classes)
     return verdict
 
 
-def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS):
+def _root_name(node):
+    """The ast.Name at the root of an attribute chain, or None."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node if isinstance(node, ast.Name) else None
+
+
+def _settable_root(node, selves, settable) -> bool:
+    """Whether a store into this chain changes an object of the notebook's own: a method's own `self`
+    or `ctx`, or one of the notebook's objects (own_objects)."""
+    root = _root_name(node)
+    if root is None:
+        return False
+    return id(root) in selves if root.id in SETTABLE_ROOTS else root.id in settable
+
+
+def _own_attribute(node, selves, settable) -> bool:
+    """`self._cache`, `ctx._saved`, `PLAN._grids`: a private attribute of the notebook's own object,
+    named directly on it (a private attribute further down a chain belongs to someone else)."""
+    return isinstance(node.value, ast.Name) and _settable_root(node.value, selves, settable)
+
+
+def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozenset()):
     problems = verdict.problems
     magic_nodes = set()
     for node in ast.walk(tree):
@@ -375,7 +494,7 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS):
         setup = node.args[1].value if kind == "cell" and isinstance(node.args[1], ast.Constant) else ""
         if kind != "system" and name in ALLOWED_MAGICS and isinstance(code, str) and _parses(code) \
                 and (not setup.strip() or (name == "matplotlib")):
-            _check_tree(ast.parse(_python_of(code)), modules, verdict, settable)
+            _check_tree(ast.parse(_python_of(code)), modules, verdict, settable, classes)
         elif kind == "system":
             verdict.dropped.append("a shell command")
         else:
@@ -383,6 +502,17 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS):
 
     plain_getattr = {id(node.func) for node in ast.walk(tree) if _is_plain_getattr(node)}
     problems += _bindings_and_protocols(tree)
+    problems += _methods_reached_through_a_class(tree, classes)
+    selves = _method_selves(tree)
+    # `grader` may be read only as `grader.<public function>` (getattr with the name written out
+    # included): bound to another name or passed along, it leads to the grader's modules.
+    public_uses = {id(node.value) for node in ast.walk(tree)
+                   if isinstance(node, ast.Attribute) and node.attr in GRADER_API} | \
+                  {id(node.args[0]) for node in ast.walk(tree) if _is_plain_getattr(node)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "grader" and isinstance(node.ctx, ast.Load) \
+                and id(node) not in public_uses:
+            problems.append("uses the name grader other than as grader.<public function>")
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and id(node) not in magic_nodes \
                 and id(node) not in plain_getattr:
@@ -395,18 +525,19 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS):
             root = _root(node)
             if node.attr in FORBIDDEN_SYS or node.attr == "sys" or node.attr in FORBIDDEN_ATTRIBUTES:
                 problems.append(f"uses {_chain(node)}")
-            elif node.attr.startswith("_") and not node.attr.startswith("__") and node.attr not in TRITON_IDIOMS:
+            elif node.attr.startswith("_") and not node.attr.startswith("__") and node.attr not in TRITON_IDIOMS \
+                    and not _own_attribute(node, selves, settable):
                 problems.append(f"uses the private {_chain(node)}")
             if isinstance(node.value, ast.Name) and node.value.id == "grader" and node.attr not in GRADER_API:
                 problems.append(f"uses {_chain(node)}, which is not part of the grader's public functions")
-            if isinstance(node.ctx, (ast.Store, ast.Del)) and root not in settable \
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and not _settable_root(node, selves, settable) \
                     and not (isinstance(node.ctx, ast.Store) and (_chain(node).startswith(SETTABLE_FLAGS)
                                                                   or node.attr in TRITON_IDIOMS)):
                 problems.append(f"{'assigns' if isinstance(node.ctx, ast.Store) else 'deletes'} "
                                 f"{_chain(node)}")
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
                 and (isinstance(node.value, ast.Attribute) or _root(node) in modules) \
-                and _root(node) not in settable and not _is_triton_switch(node):
+                and not _settable_root(node, selves, settable) and not _is_triton_switch(node):
             problems.append(f"{'assigns' if isinstance(node.ctx, ast.Store) else 'deletes'} {_chain(node)}")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -423,6 +554,8 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS):
                 bound = (alias.asname or alias.name).split(".")[0]
                 if bound == "grader" and not (isinstance(node, ast.Import) and alias.name == "grader"):
                     problems.append("binds the name grader to something else")
+                elif alias.name.split(".")[0] == "grader" and isinstance(node, ast.Import) and bound != "grader":
+                    problems.append(f"imports the grader as {bound}")
                 if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "grader" \
                         and (node.module != "grader" or alias.name not in GRADER_API):
                     problems.append(f"imports {alias.name} from {node.module}, which is not part of the grader's "
@@ -441,11 +574,12 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS):
 
 
 RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any other object they did not "
-         "create (attributes may be set only on `ctx`, `self`, the notebook's own objects (`PLAN = Plan()`, "
-         "if the name is never bound to anything else) and PyTorch's `torch.backends` switches; no "
-         "`sys.modules`, no private `_` attributes except Triton's `kernel._init_handles()`; a tensor "
-         "descriptor's `block_shape` may be set), may use only the grader's public functions "
-         "(`grader.check`, `grader.setup`, ...), may not run strings as code or reach names by a string "
+         "create (attributes, private ones included, may be set only on a method's own `self` or `ctx`, "
+         "the notebook's own objects (`PLAN = Plan()` of a plain class or dataclass it defines, if neither "
+         "name is ever bound to anything else) and PyTorch's `torch.backends` switches; a method that sets "
+         "them is called on an instance, not through its class; no `sys.modules`, no other private `_` "
+         "attributes except Triton's `kernel._init_handles()`; a tensor descriptor's `block_shape` may be "
+         "set), may use the grader only as `grader.<public function>` (`grader.check`, `grader.setup`, ...), may not run strings as code or reach names by a string "
          "built at run time (`exec`, `eval`, `__import__`, `setattr`, `globals`; `getattr(obj, \"name\")` "
          "with the name written out is fine) nor define or rebind those names, may not hand tensors to "
          "other libraries (NumPy's array interface, DLPack, `__torch_function__`) or replace PyTorch's own "
@@ -477,9 +611,9 @@ def refusal(source: str) -> str | None:
     return source[len(REFUSED):].split("\n", 1)[0].rstrip(".")
 
 
-def neutralize(source: str, modules: set, own: frozenset = frozenset()) -> tuple:
+def neutralize(source: str, modules: set, own: frozenset = frozenset(), classes: frozenset = frozenset()) -> tuple:
     """(source to grade, list of what was done) for one student cell."""
-    verdict = check_cell(source, modules, own)
+    verdict = check_cell(source, modules, own, classes)
     if verdict.problems:
         why = "; ".join(verdict.problems)
         return (f"{REFUSED}{why}.\n# {RULES}\n"
@@ -494,7 +628,7 @@ def neutralize(source: str, modules: set, own: frozenset = frozenset()) -> tuple
         for line in source.splitlines():
             stripped = line.lstrip()
             # a line magic or shell line stays only if, alone, it is an allowed magic that passes the rules
-            if stripped.startswith(("!", "%")) and not check_cell(stripped, modules, own).clean:
+            if stripped.startswith(("!", "%")) and not check_cell(stripped, modules, own, classes).clean:
                 kept.append(f"# removed before grading: {stripped}")
             else:
                 kept.append(line)

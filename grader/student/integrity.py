@@ -75,3 +75,40 @@ def no_event_hooks() -> None:
     if any(tool is not None for tool in tools):
         raise TamperingDetected(f"a sys.monitoring tool is registered ({', '.join(t for t in tools if t)}); none "
                                 f"may be while your work is graded. Restart the kernel and run again.")
+
+
+# The grader's modules that run in the student's process at grading time: the checker calls into these.
+KERNEL_SIDE = ("grader.student.serve", "grader.student.checks", "grader.student.guard", "grader.student.integrity",
+               "grader.exercises", "grader.shared_tensors", "grader.compare", "grader.device", "grader.quiet")
+
+
+class SealedModule(types.ModuleType):
+    """A grader module at grading time: no name in it can be rebound or deleted from outside it.
+
+    The submission rules refuse every way they know to reach the grader's modules from a cell
+    (grader/pipeline/code_rules.py); this is what holds if a cell finds another. The grader's own code
+    is unaffected: a module changes its globals through its dictionary (`global x; x = ...`), not by
+    setting its own attributes."""
+
+    def __setattr__(self, name, value):
+        # the import system recording a submodule on its package, as `import grader.x.y` does
+        if isinstance(value, types.ModuleType) and value.__name__ == f"{self.__name__}.{name}":
+            return super().__setattr__(name, value)
+        raise AttributeError(f"{self.__name__}.{name} belongs to the grader and cannot be changed while "
+                             f"your work is graded")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"{self.__name__}.{name} belongs to the grader and cannot be deleted while "
+                             f"your work is graded")
+
+
+def seal() -> None:
+    """At grading time, before any student cell: import the grader's side of the protocol and seal every
+    grader module now loaded, so that a cell cannot swap a function the checker will call
+    (`checks.run_student`, `serve.kernel_case`, the guard) for its own."""
+    import importlib
+    for name in KERNEL_SIDE:
+        importlib.import_module(name)
+    for name, module in list(sys.modules.items()):
+        if (name == "grader" or name.startswith("grader.")) and type(module) is types.ModuleType:
+            module.__class__ = SealedModule
