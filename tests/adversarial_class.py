@@ -1,4 +1,4 @@
-"""A synthetic class of 35 submissions across the four days: full, partial, blank, broken and cheating.
+"""A synthetic class of 37 submissions across the four days: full, partial, blank, broken and cheating.
 
 `hand_in(folder)` writes them as an LMS download would hold them (names as students and Colab give
 them); `EXPECTED` says what each must score, without a GPU and on one, and why. Built from the
@@ -48,6 +48,9 @@ EXPECTED = {
     "d1_r_kernel": ("day1", 3, 5, "right, saved with an R kernelspec"),
     "d1_bad_prediction": ("day1", 0, 0, "predictions in bits instead of bytes"),
     "d1_shell": ("day1", 3, 5, "right, with !nvidia-smi and %pip cells of its own"),
+    "d1_swaps_run_student": ("day1", 0, 0, "wrong, no Triton; the guard's run_student swapped for PyTorch "
+                             "through a parameter named self and a helper handed grader"),
+    "d1_reads_memory": ("day1", 0, 0, "a kernel for show; the sum in NumPy of inputs read from /proc/self/mem"),
     "d2_full": ("day2", 11, 17, "everything right"),
     "d2_partial": ("day2", 5, 9, "softmax right; RMSNorm backward drops the mean term; no cross-entropy"),
     "d2_torch_softmax": ("day2", 0, 0, "torch.softmax inside, a kernel launched for show"),
@@ -187,6 +190,39 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     out = torch.empty_like(x)
     {LAUNCH}
     return out
+''',
+    # The red team's routes to the grader's modules (grader/pipeline/code_rules.py refuses them; at grading
+    # time the modules are sealed as well: grader/student/integrity.py)
+    "d1_swaps_run_student": '''def member(self):
+    return self.student
+
+def replace_run_student(self, f):
+    self.run_student = f
+
+def by_pytorch(spec, fn, args, label, tune_briefly=None):
+    return args[0] + args[1]
+
+replace_run_student(member(grader).checks, by_pytorch)
+
+def add(x, y):
+    return x
+''',
+    # A path built at run time, read only (Landlock confines writes): the process's memory holds the inputs
+    "d1_reads_memory": '''import os
+import numpy as np
+
+@triton.jit
+def token_kernel(out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    pass
+
+def add(x, y):
+    token_kernel[(1,)](x, 0, BLOCK_SIZE=16)
+    with open(os.path.join("/", "pr" + "oc", "self", "mem"), "rb") as mem:
+        mem.seek(x.data_ptr())
+        a = np.frombuffer(mem.read(x.numel() * 4), dtype=np.float32)
+        mem.seek(y.data_ptr())
+        b = np.frombuffer(mem.read(y.numel() * 4), dtype=np.float32)
+    return torch.from_numpy((a + b).reshape(tuple(x.shape)))
 ''',
 }
 PATCHES = {

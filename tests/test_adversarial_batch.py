@@ -1,4 +1,4 @@
-"""35 submissions across the four days, graded by the real pipeline: collect, sanitize, autograde, export.
+"""37 submissions across the four days, graded by the real pipeline: collect, sanitize, autograde, export.
 
 Each submission's expected score is written down in tests/adversarial_class.py, without a GPU and on
 one (the speed parts). None may get points it does not deserve, crash the batch or cost another

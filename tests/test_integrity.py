@@ -61,6 +61,25 @@ for module, name in ((checks, "run_student"), (serve, "kernel_case"), (exercises
             assert "belongs to the grader" in str(e), e
         else:
             raise SystemExit(f"{module.__name__}.{name} could be changed")
+import os
+pid = os.getpid()
+for way in (lambda: open("/proc/self/mem", "rb"), lambda: open(f"/proc/{pid}/task/{pid}/mem", "rb"),
+            lambda: os.open("mem", os.O_RDONLY, dir_fd=os.open(f"/proc/{pid}", os.O_RDONLY)),
+            lambda: open(os.path.join("/proc", "self", "..", str(pid), "mem"), "rb")):
+    try:
+        way()
+    except PermissionError as e:
+        assert "memory" in str(e), e
+    else:
+        raise SystemExit("the process's memory could be opened")
+assert open("/proc/self/status").read() and open(os.devnull).read() == ""    # other files as usual
+spec = exercises.get("day1.predict_add")
+try:
+    spec.model(1, 1)
+except RuntimeError as e:
+    assert "checker's alone" in str(e)
+else:
+    raise SystemExit("a formula is still in the kernel")
 import grader.timing   # a submodule imported later is still recorded on its package
 assert grader.timing.__name__ == "grader.timing"
 print("sealed")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import sys
 import time
 import types
@@ -102,6 +103,39 @@ class SealedModule(types.ModuleType):
                              f"your work is graded")
 
 
+# The process's own memory as a file (and the folders that lead to it, which `os.open(..., dir_fd=)`
+# would start from): on the CPU a tensor's values are there, and reading them skips every way out of
+# PyTorch that the guard counts (the red team graded a NumPy vector add 3/3 this way).
+_OWN_MEMORY = re.compile(r"/proc/(self|thread-self|\d+)(/task(/\d+)?)?(/(mem|pagemap))?|/dev/k?mem")
+
+
+def _no_process_memory(event: str, args: tuple) -> None:
+    if event != "open" or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+        return
+    path = os.fsdecode(args[0])
+    if _OWN_MEMORY.fullmatch(os.path.realpath(path)) or _OWN_MEMORY.fullmatch(os.path.abspath(path)):
+        raise PermissionError(f"{path}: a process's memory may not be opened while your work is graded")
+
+
+def _formula_withheld(*case):
+    raise RuntimeError("the prediction exercises' formulas are the grading checker's alone at grading time")
+
+
+def _without_formulas() -> None:
+    """Drop the prediction exercises' formulas from this process: the checker judges predictions in its
+    own, and here a formula would be the answer to copy."""
+    from grader import exercises
+    for spec in exercises.all_exercises():
+        model = getattr(spec, "model", None)
+        if model is None or model is _formula_withheld:
+            continue
+        module = sys.modules[model.__module__]
+        for name, value in list(vars(module).items()):
+            if value is model:
+                del vars(module)[name]
+        object.__setattr__(spec, "model", _formula_withheld)   # a frozen dataclass: its own setattr refuses
+
+
 def seal() -> None:
     """At grading time, before any student cell: import the grader's side of the protocol and seal every
     grader module now loaded, so that a cell cannot swap a function the checker will call
@@ -109,6 +143,9 @@ def seal() -> None:
     import importlib
     for name in KERNEL_SIDE:
         importlib.import_module(name)
+    _without_formulas()
     for name, module in list(sys.modules.items()):
         if (name == "grader" or name.startswith("grader.")) and type(module) is types.ModuleType:
             module.__class__ = SealedModule
+    # An audit hook stays for the life of the process: no cell can remove it.
+    sys.addaudithook(_no_process_memory)
