@@ -103,7 +103,7 @@ class SealedModule(types.ModuleType):
                              f"your work is graded")
 
 
-# The process's own memory as a file (and the folders that lead to it, which `os.open(..., dir_fd=)`
+# The process's own memory as a file (and the folders that lead to it, where an os.open with dir_fd
 # would start from): on the CPU a tensor's values are there, and reading them skips every way out of
 # PyTorch that the guard counts (the red team graded a NumPy vector add 3/3 this way).
 _OWN_MEMORY = re.compile(r"/proc/(self|thread-self|\d+)(/task(/\d+)?)?(/(mem|pagemap))?|/dev/k?mem")
