@@ -738,3 +738,87 @@ def test_a_function_that_skips_the_work_in_half_of_its_timed_runs_gets_no_time(t
     assert not cheat["ok"] and "checked by the grader's clock" in cheat["message"], cheat
     fingerprint = _timed_result(kernels.add_cached_by_fingerprint, tmp_path)  # never hits: honest work
     assert fingerprint["ok"], fingerprint
+
+
+# ---------------------------------------------------------------------------------------------------
+# What a notebook leaves to the grader: its output, its files, its cells' metadata
+
+def _autograded(root, student):
+    return root / "grading" / "autograded" / student / "day1"
+
+
+def test_a_notebook_that_prints_hundreds_of_mb_keeps_only_so_much_and_the_batch_goes_on(course_copy, monkeypatch):
+    # nbgrader's process (the grader's, root in the container) holds every output the kernel sends until it
+    # writes the graded notebook: a red team's cell printed 400 MB, the process grew to 1.45 GB and wrote a
+    # 400 MB notebook. The outputs are capped as they arrive (grader/pipeline/nbgrader_process.py,
+    # GRADER_OUTPUT_LIMIT_MB, 10 MB unless set; 1 here): the rest is dropped, the notebook keeps its points.
+    monkeypatch.setenv("GRADER_OUTPUT_LIMIT_MB", "1")
+    flood = filled("day1", "vector_add")
+    insert_before(flood, "test_add_correct", 'line = "x" * 1_000_000\nfor i in range(50):\n    print(line)\n')
+    runs, scores = _grade(course_copy, {"rt_flood": flood, "zz_classmate": filled("day1", "vector_add")})
+    assert (_autograded(course_copy, "rt_flood") / "vector_add.ipynb").stat().st_size < 2_000_000
+    assert "output passed 1" in _printed(course_copy, "rt_flood")
+    assert runs["rt_flood"].status == "graded" and "output capped" in runs["rt_flood"].reason, runs["rt_flood"]
+    assert scores["rt_flood"] == scores["zz_classmate"] > 0 and (DEVICE.is_gpu or scores["zz_classmate"] == 3.0)
+
+
+def test_output_past_the_graders_memory_fails_that_notebook_alone_and_says_why(course_copy, monkeypatch):
+    # What the cap cannot see (it is off here; a message of hundreds of MB is read whole before it is cut):
+    # each notebook's nbgrader may take GRADER_NBGRADER_MEMORY_GIB for its data (set by the batch from the
+    # machine's memory; small here). Past it, that notebook scores 0 with the reason, the next is graded.
+    # (Each print is flushed, so the text reaches nbgrader as fast as it can take it instead of piling up
+    # in the kernel, which its own limit, GRADER_MEMORY_LIMIT_GIB, bounds.)
+    from dataclasses import asdict
+    from grader.pipeline import failure_feedback
+    monkeypatch.setenv("GRADER_OUTPUT_LIMIT_MB", "0")
+    monkeypatch.setenv("GRADER_NBGRADER_MEMORY_GIB", "3")
+    monkeypatch.setenv("GRADER_MEMORY_LIMIT_GIB", "4")
+    flood = filled("day1", "vector_add")
+    insert_before(flood, "test_add_correct",
+                  'line = "x" * 10_000_000\nfor i in range(1000):\n    print(line, flush=True)\n')
+    runs, scores = _grade(course_copy, {"rt_flood": flood, "zz_classmate": filled("day1", "vector_add")})
+    assert runs["rt_flood"].status == "failed" and "ran out of memory" in runs["rt_flood"].reason, runs["rt_flood"]
+    assert "ran out of memory" in failure_feedback.student_reason(asdict(runs["rt_flood"]))   # its feedback page
+    assert scores["rt_flood"] == 0 and runs["zz_classmate"].status == "graded"
+    assert scores["zz_classmate"] > 0 and (DEVICE.is_gpu or scores["zz_classmate"] == 3.0), runs
+
+
+def test_a_notebook_writes_files_only_so_large_and_leaves_none_behind(course_copy, monkeypatch):
+    # A red team's notebook left a 64 MB file in its folder, the grader's after grading: at any size, for
+    # every student, the disk fills across a batch. A kernel may write files of GRADER_FILE_SIZE_LIMIT_GIB at
+    # most (1 GiB unless set; 8 MiB here), and what it made in its notebook's folder is removed when the
+    # notebook ends (grader/pipeline/sandbox.py, reclaim). Written by code the submission rules may refuse.
+    _require_sandbox()
+    monkeypatch.setenv("GRADER_FILE_SIZE_LIMIT_GIB", str(8 / 1024))
+    nb = filled("day1", "vector_add")
+    insert_before(nb, "test_add_correct", textwrap.dedent('''
+        import os
+        os.makedirs("mine/deeper", exist_ok=True)
+        for name in ("leftover.bin", "mine/deeper/small.bin"):
+            with open(name, "wb") as f:
+                f.write(bytes(2**20))
+        try:
+            with open("big.bin", "wb") as f:
+                f.write(bytes(16 * 2**20))
+            print("WROTE 16 MiB")
+        except OSError as e:
+            print("REFUSED 16 MiB", e.errno)
+        '''))
+    runs, scores = _grade(course_copy, {"rt_disk": nb, "zz_classmate": filled("day1", "vector_add")}, sanitize=False)
+    assert "REFUSED 16 MiB 27" in _printed(course_copy, "rt_disk")      # EFBIG, and the kernel goes on
+    assert scores["rt_disk"] == scores["zz_classmate"] > 0 and (DEVICE.is_gpu or scores["zz_classmate"] == 3.0), runs
+    # What is left is what nbgrader put there, as for the classmate: the graded notebook and the day's files.
+    left = sorted(p.name for p in _autograded(course_copy, "rt_disk").iterdir())
+    assert left == sorted(p.name for p in _autograded(course_copy, "zz_classmate").iterdir()), left
+    assert "vector_add.ipynb" in left
+
+
+def test_a_cell_of_the_students_own_marked_graded_does_not_cost_the_notebook_its_points(course_copy):
+    # A red team's extra cell with nbgrader metadata of a graded test (50 points) but no grade_id: nbgrader
+    # raised KeyError and the whole notebook scored 0. sanitize keeps it as a plain cell.
+    student = filled("day1", "vector_add")
+    student.cells.insert(student.cells.index(cell(student, "test_add_correct")), nbformat.v4.new_code_cell(
+        'print("hi")', metadata={"nbgrader": {"grade": True, "solution": False, "points": 50, "locked": False}}))
+    runs, scores = _grade(course_copy, {"rt_meta": student})
+    assert runs["rt_meta"].status == "graded" and scores["rt_meta"] > 0, runs["rt_meta"]
+    assert DEVICE.is_gpu or scores["rt_meta"] == 3.0

@@ -201,3 +201,19 @@ def test_copies_of_locked_cells_without_metadata_are_not_kept_twice():
     nb, _ = submissions.sanitize_notebook(nbformat.writes(student), release)
     sources = [c.source for c in nb.cells if c.cell_type == "code"]
     assert sum(s == colab.install_cell_source() for s in sources) == 1 and sum("grader.setup()" in s for s in sources) == 1
+
+
+def test_a_cell_of_the_students_own_marked_graded_becomes_a_plain_cell():
+    # nbgrader metadata on a cell the release does not have (here a graded test worth 50 points without a
+    # grade_id, which made nbgrader raise KeyError and score the whole notebook 0): dropped, the cell kept.
+    release = nbformat.read(RELEASE, as_version=4)
+    student = _filled(release, nbformat.read(SOLUTION, as_version=4))
+    for meta in ({"grade": True, "solution": False, "points": 50, "locked": False}, {"solution": True},
+                 {"grade": True, "grade_id": None, "points": 5}):
+        student.cells.insert(_ids(student).index("test_add_correct"),
+                             nbformat.v4.new_code_cell("print('mine')", metadata={"nbgrader": meta, "tags": ["x"]}))
+    nb, _ = submissions.sanitize_notebook(nbformat.writes(student), release)
+    mine = [c for c in nb.cells if c.source == "print('mine')"]
+    assert len(mine) == 3 and all("nbgrader" not in c.metadata and c.metadata["tags"] == ["x"] for c in mine)
+    assert [i for i in _ids(nb) if i] == [i for i in _ids(release) if i]
+    nbformat.validate(nb)

@@ -49,6 +49,11 @@ from grader.pipeline import fork_server, gpus, gradebook, processes, sandbox
 # second or two (a prediction exercise) does not leave the next one's seconds of setting up in turn.
 AHEAD = 2
 WAIT_POLL_S = 0.1   # how often a worker looks at its running notebook (and starts the next ones)
+# What the batch keeps of a notebook's nbgrader log (its output file, which the kernel writes too: any
+# amount where it is not sandboxed, up to sandbox.FILE_SIZE_ENV where it is): the last LOG_LINES lines,
+# each cut to LOG_LINE_CHARS, read a block at a time. The run log's reason comes from its last errors.
+LOG_LINES = 5000
+LOG_LINE_CHARS = 2000
 
 
 def notebooks_ahead(devices: list, cores: int | None = None) -> int:
@@ -147,6 +152,22 @@ def start_notebook(course: Course, day: str, student: str, notebook: str, env: d
     return Started(proc, out, day, student, notebook, info, device, sandboxed, go)
 
 
+def read_log(out) -> str:
+    """The end of a notebook's nbgrader log (LOG_LINES lines of at most LOG_LINE_CHARS), in bounded memory:
+    a kernel that writes to its standard output or error writes into this file."""
+    out.seek(0)
+    lines, partial = collections.deque(maxlen=LOG_LINES), ""
+    while True:
+        block = out.read(1 << 20)
+        if not block:
+            break
+        *complete, partial = (partial + block).split("\n")
+        lines.extend(line[:LOG_LINE_CHARS] for line in complete)
+        partial = partial[:LOG_LINE_CHARS]   # a line without end is kept only as far as it is shown
+    lines.append(partial)
+    return "\n".join(lines)
+
+
 def _uids_record(go: Path) -> Path:
     """Where a notebook's kernel launcher writes its user id (sandbox.UIDS_ENV): beside its gate."""
     return go.with_name(go.name + ".uids")
@@ -204,8 +225,7 @@ def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhil
             _kill_leftovers(started)
             if started.sandboxed:
                 sandbox.reclaim(course.autograded / student / day)
-        out.seek(0)
-        log = out.read()
+        log = read_log(out)
     if timed_out:
         status, reason = "timed out", (f"still running after {timeout_s:.0f} s (an endless loop or a hung "
                                        f"kernel?): scored 0")
@@ -215,7 +235,16 @@ def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhil
             errors = [line for line in log.splitlines() if "ERROR" in line or "Error" in line]
             ended = (f"nbgrader was killed by signal {-proc.returncode}" if proc.returncode < 0
                      else f"nbgrader exited with status {proc.returncode}")
-            status, reason = "failed", (" | ".join(errors[-3:])[:500] or ended) + ": scored 0"
+            why = " | ".join(errors[-3:])[:500] or ended
+            memory = [line for line in log.splitlines() if line.startswith(sandbox.OUT_OF_MEMORY)]
+            if memory:   # nbgrader's own word (nbgrader_process.ran_out_of_memory), not its kernel's
+                # Said first, in words a student can act on (the feedback page shows it: failure_feedback).
+                why = (f"the grader ran out of memory while it kept this notebook's output: does a cell print "
+                       f"or display hundreds of MB? ({memory[-1][len(sandbox.OUT_OF_MEMORY):].strip(' ()')}) | {why}")
+            status, reason = "failed", why + ": scored 0"
+        elif sandbox.OUTPUT_CAPPED in log:   # graded; what it printed past the cap was not kept
+            reason = "; ".join(filter(None, [reason, f"{sandbox.OUTPUT_CAPPED} (the notebook's output passed "
+                                                     f"its limit; the rest was not kept)"]))
     if status != "graded":
         # What a finished failure leaves in nbgrader: no autograded copy (a kill may come before nbgrader
         # removed the last run's), and 0 in the gradebook.
@@ -273,6 +302,8 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
         + f" on {info['gpu']} with {len(devices)} worker(s)"
         + (f" (GPUs {', '.join(devices)})" if devices[0] else "")
         + f" (torch {info['torch']}, triton {info['triton']}, {platform.node()})")
+    # Each notebook's nbgrader holds its kernel's outputs: bounded, sandboxed or not (nbgrader_process.py).
+    env.setdefault(sandbox.NBGRADER_MEMORY_ENV, f"{sandbox.nbgrader_memory_gib(len(devices)):.1f}")
     why_not = sandbox.unavailable()
     if why_not is None:
         env.setdefault(sandbox.MEMORY_ENV, f"{sandbox.memory_limit_gib(len(devices)):.1f}")
@@ -281,8 +312,9 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
             env[sandbox.LANDLOCK_ENV] = "1"
         log("each notebook's kernel runs as a user of its own: it can read the course's code, not the grading "
             f"workspace or the solutions, write only its own folders, and have at most "
-            f"{sandbox.process_limit()} processes and threads, and {env[sandbox.MEMORY_ENV]} GiB of private data per "
-            f"process"
+            f"{sandbox.process_limit()} processes and threads, {env[sandbox.MEMORY_ENV]} GiB of private data per "
+            f"process and files of {sandbox.file_size_limit() / 2**30:g} GiB (what it leaves in its notebook's folder "
+            f"is removed)"
             + ("; Linux's Landlock keeps it from writing elsewhere, its own memory included" if confined is None
                else f"; file modes alone say where it writes ({confined})"))
     else:

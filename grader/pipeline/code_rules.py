@@ -522,7 +522,6 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
         elif isinstance(node, ast.Attribute):
             if node.attr.startswith("__") and node.attr not in ALLOWED_DUNDERS:
                 problems.append(f"reaches into {node.attr}")
-            root = _root(node)
             if node.attr in FORBIDDEN_SYS or node.attr == "sys" or node.attr in FORBIDDEN_ATTRIBUTES:
                 problems.append(f"uses {_chain(node)}")
             elif node.attr.startswith("_") and not node.attr.startswith("__") and node.attr not in TRITON_IDIOMS \

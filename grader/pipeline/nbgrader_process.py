@@ -11,21 +11,140 @@ batch starts it for each notebook, without two fixed costs that every notebook u
   0.6 to 1 s. Logging is shut down and output flushed first, and the exit status is nbgrader's. The
   kernel has already been shut down by then (nbclient does that when the notebook ends), and the batch
   kills anything left behind, as before.
+
+It also bounds what one notebook's output may cost this process, which runs as the grader (root in the
+container) and keeps every output the kernel sends until it writes the graded notebook. A red team's
+cell printed 400 MB in 10 s: this process grew to 1.45 GB and wrote a 400 MB notebook, and a cell left to
+its time limit would have taken the machine's memory from the whole batch. So:
+- what the kernel's messages add to the notebook (printed text, displays, results, errors, widget
+  state) is capped per notebook (`cap_outputs`, sandbox.OUTPUT_LIMIT_MB) as it arrives: past the cap,
+  printed text and displays are dropped with a note in the cell, and errors and results, which nbgrader
+  scores, are kept but cut short. The cap is here, in the grader's process, not in the kernel, where the
+  student's code could undo it. nbclient 0.11 has no such limit, and nbgrader's LimitOutput (which
+  autograde runs after Execute) cuts a cell's text to 1000 lines only once the notebook has run, and a
+  line may be of any length;
+- this process may take at most sandbox.NBGRADER_MEMORY_ENV GiB for its data (RLIMIT_DATA, set by the
+  batch from the machine's memory, as the kernel's is: sandbox.nbgrader_memory_gib), for what the cap
+  cannot see: one message of hundreds of MB is read whole before it is cut. Past it this notebook fails
+  and scores 0 (the batch says why); the batch and the other notebooks go on.
 """
 from __future__ import annotations
 
 import logging
 import os
+import resource
 import sys
 import traceback
 
 # A None entry makes `import rfc3987_syntax` raise ImportError, which jsonschema handles.
 sys.modules.setdefault("rfc3987_syntax", None)
 
+from grader.pipeline import sandbox  # noqa: E402 - after the line above (it imports no jsonschema)
+
+
+# Past the output cap, each string of an error or a result (what nbgrader scores: an error is 0, a number
+# partial points) is cut to this many characters instead of dropped.
+KEPT_CHARS = 2000
+# Messages whose content nbclient keeps in the notebook; others (status, clear_output, ...) pass untouched.
+STORED = {"stream", "display_data", "execute_result", "error", "update_display_data", "comm_open", "comm_msg"}
+SCORED = {"execute_result", "error"}
+CAPPED_NOTE = "\n[grading: this notebook's output passed {mb} MB; the rest of it was not kept]\n"
+
+
+def limit_memory() -> None:
+    """RLIMIT_DATA for this process, from sandbox.NBGRADER_MEMORY_ENV (unset: none). Its soft limit only:
+    the sandbox's launcher, still root, sets its kernel's own; a kernel that is not sandboxed inherits it."""
+    gib = os.environ.get(sandbox.NBGRADER_MEMORY_ENV)
+    if gib and float(gib) > 0:
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        limit = int(float(gib) * 2**30)
+        resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+
+
+def ran_out_of_memory() -> str | None:
+    """Whether this process came close to its RLIMIT_DATA (its peak resident memory, which the kernel's
+    processes do not count in, past 3/4 of it): how far, in words, or None."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # Linux gives kB
+    if soft == resource.RLIM_INFINITY or peak < 0.75 * soft:
+        return None
+    return f"{sandbox.OUT_OF_MEMORY} ({peak / 2**30:.1f} GiB at its peak, of {soft / 2**30:.1f} GiB)"
+
+
+def _size(value, depth: int = 0) -> int:
+    """About how many characters a message's content (or its binary buffers) adds to the notebook. A
+    structure nested deeper than any honest output counts as too large."""
+    if depth > 32:
+        return 2**62
+    if isinstance(value, (str, bytes, bytearray, memoryview)):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(str(k)) + _size(v, depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(_size(v, depth + 1) for v in value)
+    return 8
+
+
+def _shortened(value, chars: int, depth: int = 0):
+    """The content with every string cut to `chars`, every list and dict to its first 20 items, and
+    nothing nested deeper than 8 levels (an error's name, value and traceback, a result's data)."""
+    if isinstance(value, str):
+        return value if len(value) <= chars else value[:chars] + " [...]"
+    if depth > 8:
+        return None
+    if isinstance(value, dict):   # a result's number (text/plain) first: nbgrader reads partial points there
+        items = sorted(value.items(), key=lambda item: item[0] != "text/plain")[:20]
+        return {str(k)[:chars]: _shortened(v, chars, depth + 1) for k, v in items}
+    if isinstance(value, (list, tuple)):
+        return [_shortened(v, chars, depth + 1) for v in value[:20]]
+    return value if isinstance(value, (int, float, bool, type(None))) else None
+
+
+def cap_outputs(limit_mb: float) -> None:
+    """Cap what nbclient keeps of a notebook's outputs at about limit_mb million characters (see the module's
+    text). Every message nbclient keeps passes through NotebookClient.process_message: it is wrapped here,
+    in this process only (the batch's autograde, one notebook per process, one budget per client)."""
+    from nbclient import NotebookClient
+    from nbformat.v4 import new_output
+    if limit_mb <= 0 or getattr(NotebookClient.process_message, "capped", False):
+        return
+    process_message = NotebookClient.process_message
+    limit = int(limit_mb * 1_000_000)
+
+    def capped_process_message(self, msg, cell, cell_index):
+        kind = msg.get("msg_type") or msg.get("header", {}).get("msg_type")
+        if kind not in STORED:
+            return process_message(self, msg, cell, cell_index)
+        left = self.__dict__.setdefault("_grading_output_left", limit)
+        size = _size(msg.get("content")) + _size(msg.get("buffers") or [])
+        if size <= left:
+            self._grading_output_left = left - size
+            return process_message(self, msg, cell, cell_index)
+        self._grading_output_left = 0
+        kept = None
+        if kind == "stream" and left > 0:    # what still fits of the text that passed the cap
+            msg["content"] = dict(msg["content"], text=str(msg["content"].get("text", ""))[:left])
+            kept = process_message(self, msg, cell, cell_index)
+        elif kind in SCORED:
+            msg["content"] = _shortened(msg["content"], KEPT_CHARS)
+            kept = process_message(self, msg, cell, cell_index)
+        noted = self.__dict__.setdefault("_grading_output_noted", set())
+        if cell_index not in noted:   # once per cell that lost output
+            noted.add(cell_index)
+            cell.setdefault("outputs", []).append(new_output("stream", name="stderr",
+                                                             text=CAPPED_NOTE.format(mb=limit_mb)))
+            self.log.warning("%s at %s MB in cell %s", sandbox.OUTPUT_CAPPED, limit_mb, cell_index)
+        return kept
+
+    capped_process_message.capped = True
+    NotebookClient.process_message = capped_process_message
+
 
 def main() -> None:
     status = 1
     try:
+        limit_memory()
+        cap_outputs(float(os.environ.get(sandbox.OUTPUT_ENV) or sandbox.OUTPUT_LIMIT_MB))
         from nbgrader.apps.nbgraderapp import main as nbgrader_main
         sys.argv[0] = "nbgrader"
         nbgrader_main()
@@ -38,6 +157,11 @@ def main() -> None:
     except BaseException:  # noqa: BLE001 - reported as Python would report it, with the same status
         traceback.print_exc()
     finally:
+        # Said in our own words: the log also holds what the kernel writes to its stderr (a MemoryError of
+        # its own, say), and a MemoryError here may end nbgrader in any of several ways.
+        why = ran_out_of_memory() if status != 0 else None
+        if why:
+            print(why, file=sys.stderr)
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -61,6 +61,24 @@ PROCESS_LIMIT = 4096
 # a boundary: shared memory and several processes go past it (docs/threat-model.md). The batch sets it
 # from the machine's memory (memory_limit_gib); an instructor may set it.
 MEMORY_ENV = "GRADER_MEMORY_LIMIT_GIB"
+# The most memory the grader's own process for one notebook (its nbgrader, which holds every output the
+# kernel sends) may take for its data (RLIMIT_DATA), in GiB: a notebook that prints hundreds of MB fails
+# alone instead of taking the machine's memory from the batch (grader/pipeline/nbgrader_process.py). The
+# batch sets it from the machine's memory (nbgrader_memory_gib), sandboxed or not; an instructor may set it.
+NBGRADER_MEMORY_ENV = "GRADER_NBGRADER_MEMORY_GIB"
+# The most a notebook's outputs may hold in its graded copy, in MB (millions of characters); past it the
+# rest is not kept (nbgrader_process.cap_outputs, which logs OUTPUT_CAPPED). "0": no cap.
+OUTPUT_ENV = "GRADER_OUTPUT_LIMIT_MB"
+OUTPUT_LIMIT_MB = 10
+OUTPUT_CAPPED = "grading: output capped"
+# What a failed nbgrader says in its log when it had come close to its memory limit (nbgrader_process).
+OUT_OF_MEMORY = "grading: nbgrader ran out of memory"
+# The largest file a kernel may write (RLIMIT_FSIZE), in GiB: a write past it fails with "File too large"
+# in the cell (the kernel ignores SIGXFSZ, which would kill it). Triton's and torch's caches hold files of
+# kB to a few MB, and the course's notebooks write none of their own. What a kernel leaves in its
+# notebook's folder is removed when the notebook ends (reclaim). GRADER_FILE_SIZE_LIMIT_GIB changes it.
+FILE_SIZE_ENV = "GRADER_FILE_SIZE_LIMIT_GIB"
+FILE_SIZE_LIMIT_GIB = 1.0
 # "1": the launcher confines the kernel's writes with Landlock (grader/pipeline/landlock.py). The batch sets
 # it where writes_confined() found that a confined kernel still computes.
 LANDLOCK_ENV = "GRADER_LANDLOCK"
@@ -159,6 +177,19 @@ def memory_limit_gib(kernels_at_once: int) -> float:
     grader's, the waiting kernels' and the system's."""
     import psutil
     return max(4.0, psutil.virtual_memory().total / 2**30 / 2 / max(1, kernels_at_once))
+
+
+def nbgrader_memory_gib(kernels_at_once: int) -> float:
+    """The limit of each running notebook's nbgrader (NBGRADER_MEMORY_ENV): half its kernel's (at least
+    4 GiB), so that a kernel and its nbgrader both at their limits leave a quarter of the machine to the
+    rest. An honest notebook's nbgrader holds torch, the checker and a few kB of outputs: well under 1 GiB
+    of data without a GPU."""
+    return max(4.0, memory_limit_gib(kernels_at_once) / 2)
+
+
+def file_size_limit() -> int:
+    """RLIMIT_FSIZE for a kernel, in bytes (FILE_SIZE_ENV)."""
+    return int(float(os.environ.get(FILE_SIZE_ENV) or FILE_SIZE_LIMIT_GIB) * 2**30)
 
 
 def _kill_all_as(uid: int):
@@ -297,17 +328,25 @@ def reclaim(folder: Path, mode: int = 0o700) -> None:
 
     Links the kernel made there are removed first: nbgrader, as root, writes the graded notebook into this
     folder and follows a link (a red team's notebook replaced itself with a link to a classmate's
-    submission, which nbgrader then overwrote with its own graded answers)."""
+    submission, which nbgrader then overwrote with its own graded answers).
+
+    So is everything else a kernel made there (what a kernel user owns): files and folders of any size
+    would otherwise stay after grading, the grader's, for every student (a red team's notebook left 64 MB).
+    What nbgrader put there (the submission's notebooks and files, the graded notebooks) is root's: kept."""
     if not folder.is_dir() or folder.is_symlink():
         return
     for path in [folder, *folder.rglob("*")]:
         try:
             info = path.lstat()
-            if path != folder and (stat.S_ISLNK(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_nlink > 1)):
-                path.unlink()   # a symbolic link, or a hard link to a file elsewhere
+            if path != folder and info.st_uid >= UID_BASE and stat.S_ISDIR(info.st_mode):
+                shutil.rmtree(path)   # a folder the kernel made, whatever is in it
+                continue
+            if path != folder and (info.st_uid >= UID_BASE or stat.S_ISLNK(info.st_mode)
+                                   or (stat.S_ISREG(info.st_mode) and info.st_nlink > 1)):
+                path.unlink()   # a kernel's file, a symbolic link, or a hard link to a file elsewhere
                 continue
             os.chown(path, 0, 0, follow_symlinks=False)
-        except OSError:
+        except (OSError, RecursionError):   # gone with its folder already; a folder nested past recursion
             pass
     os.chmod(folder, mode)
 
@@ -405,6 +444,9 @@ def launch(connection_file: str, extra: list) -> None:
             f.write(f"{uid}\n")
     resource.setrlimit(resource.RLIMIT_NPROC, (process_limit(), process_limit()))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # no core files of a crashed GPU process on the disk
+    # No file past FILE_SIZE_ENV: the write fails (EFBIG) instead of the signal killing the kernel.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit(), file_size_limit()))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # kept across exec
     if os.environ.get(MEMORY_ENV):
         limit = int(float(os.environ[MEMORY_ENV]) * 2**30)
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))

@@ -249,7 +249,13 @@ def sanitize_notebook(submitted_text: str, release: nbformat.NotebookNode) -> tu
         if gid is not None:
             anchor = gid
             continue
-        extras.setdefault(anchor, []).append(nbformat.from_dict(c))
+        # A plain cell of the student's, whatever nbgrader metadata it carried: one marked graded without a
+        # grade_id made nbgrader raise KeyError, and the whole notebook scored 0. Only the release's cells
+        # are graded.
+        extra = nbformat.from_dict(c)
+        if isinstance(extra.get("metadata"), dict):
+            extra.metadata.pop("nbgrader", None)
+        extras.setdefault(anchor, []).append(extra)
 
     # Cells the student put before every graded cell go after the release's set-up cells (the graded
     # code cells before its first solution cell: the Colab install, then the set-up that switches
