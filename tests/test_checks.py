@@ -270,6 +270,28 @@ def test_a_backward_is_timed_on_a_new_graph_and_output_gradient_each_run():
         timed_runs("day2.rmsnorm_backward", KeptGradients.apply, (5, 96), runs=2)
 
 
+def test_a_backward_is_held_to_the_same_rules_as_a_forward():
+    # checks.refuse judges every record, checked and timed, forward and backward
+    path = REPO / "solutions" / "day2" / "rmsnorm.ipynb"
+    honest = notebooks.run_code_cells(path)["RMSNormFunction"]
+
+    class ScaledByPyTorch(honest):
+        @staticmethod
+        def backward(ctx, dy):
+            dx, *rest = honest.backward(ctx, dy)
+            return (dx * 1.0, *rest)     # one PyTorch op after the Triton kernels
+
+    class NoKernel(honest):
+        @staticmethod
+        def backward(ctx, dy):
+            return dy.new_zeros(dy.shape), dy.new_zeros(dy.shape[-1:])    # allocations, no kernel
+
+    with pytest.raises(grader.CheckFailed, match="your backward computed with PyTorch .*aten.mul"):
+        grader.check("day2.rmsnorm_backward", ScaledByPyTorch.apply)
+    with pytest.raises(grader.CheckFailed, match="your backward did not launch a Triton kernel"):
+        grader.check("day2.rmsnorm_backward", NoKernel.apply)
+
+
 def test_predictions_are_measured_on_a_fresh_size_at_grading(monkeypatch):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     assert checks.measured_size() == 2**26

@@ -91,25 +91,34 @@ def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None):
         raise
     except Exception as e:  # the student's code raised: show where, briefly
         raise CheckFailed(f"{spec.title}: your function raised on {label}:\n{where_it_raised(e)}") from None
-    overrun = record.overruns()
-    if overrun:
-        raise CheckFailed(f"{spec.title}: on {label} {overrun}")
-    if record.forbidden():
-        raise CheckFailed(f"{spec.title}: your function computed with PyTorch ({', '.join(record.forbidden())}) "
-                          f"on {label}. Allocating outputs and taking views is fine; the computation "
-                          f"itself must happen in your Triton kernel.")
-    if record.launches == 0:
-        raise CheckFailed(f"{spec.title}: your function did not launch a Triton kernel on {label}. "
-                          f"Launch your @triton.jit kernel with kernel[grid](...).")
-    if record.side_streams:
-        raise CheckFailed(f"{spec.title}: your function launched {record.side_streams} kernels on another "
-                          f"CUDA stream on {label}. Launch on the current stream: the grader's timer "
-                          f"only sees work there.")
+    refuse(spec, record, "your function", f"on {label}")
     for i, (before, after) in enumerate(zip(saved, args)):
         if isinstance(before, torch.Tensor) and not torch.equal(before, after):
             raise CheckFailed(f"{spec.title}: your function changed its input argument {i} on {label}. "
                               f"Write results to a new output tensor, never into an input.")
     return got
+
+
+def refuse(spec, record, who: str, where: str, *, timed: bool = False) -> None:
+    """Raise CheckFailed if what the guard recorded of one call (`who`: "your function", "your backward")
+    breaks a rule: a store outside an output it allocated, PyTorch computing, no Triton launch, work on
+    another stream. The one place that turns a record into a verdict, for checked and timed calls alike."""
+    overrun = record.overruns()
+    if overrun:
+        raise CheckFailed(f"{spec.title}: {where} {overrun}")
+    if record.forbidden():
+        raise CheckFailed(f"{spec.title}: {who} computed with PyTorch ({', '.join(record.forbidden())}) "
+                          f"{where}. Allocating outputs and taking views is fine; the computation itself "
+                          f"must happen in your Triton kernels{', timed or not' if timed else ''}.")
+    if record.launches == 0:
+        raise CheckFailed(f"{spec.title}: {who} launched no Triton kernel {where}. Every call must compute "
+                          f"its result: handing back a result kept from an earlier call is not allowed."
+                          if timed else f"{spec.title}: {who} did not launch a Triton kernel {where}. Launch "
+                          f"your @triton.jit kernel with kernel[grid](...).")
+    if record.side_streams:
+        raise CheckFailed(f"{spec.title}: {who} launched {record.side_streams} kernels on another CUDA "
+                          f"stream {where}. Launch on the current stream: the grader's clock only sees "
+                          f"work there.")
 
 
 def _compare_outputs(spec, got, expected, dtype, label):
@@ -197,14 +206,7 @@ def _student_grads(spec, y, leaves, dy, label):
             grads = torch.autograd.grad(y, leaves, dy, allow_unused=True, retain_graph=True)
     except Exception as e:
         raise CheckFailed(f"{spec.title}: your backward raised on {label}:\n{where_it_raised(e)}") from None
-    if record.launches == 0:
-        raise CheckFailed(f"{spec.title}: your backward did not launch a Triton kernel on {label}.")
-    overrun = record.overruns()
-    if overrun:
-        raise CheckFailed(f"{spec.title}: in your backward on {label} {overrun}")
-    if record.forbidden():
-        raise CheckFailed(f"{spec.title}: your backward computed with PyTorch ({', '.join(record.forbidden())}) "
-                          f"on {label}; the gradients must come from your Triton kernels.")
+    refuse(spec, record, "your backward", f"on {label}")
     return grads
 
 

@@ -35,7 +35,7 @@ from grader.compare import CheckFailed
 from grader.quiet import stderr_to_stdout
 from grader.student.checks import compile_ahead as checks_compile_ahead
 from grader.student.checks import (_as_tuple, _plain, _student_grads, _student_graph, no_saved_tensor_hooks,
-                                   run_student, where_it_raised)
+                                   refuse, run_student, where_it_raised)
 from grader.student import integrity
 from grader.student.guard import foreign_gpu_work, watch
 
@@ -194,16 +194,7 @@ def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list) -> t
     if on_gpu and torch.cuda.current_stream() != stream:
         raise CheckFailed(f"{spec.title}: a timed call of your function changed the current CUDA stream. The "
                           f"grader's completion marker would go on that stream and miss your work: leave it as it was.")
-    if record.launches == 0:
-        raise CheckFailed(f"{spec.title}: one of the timed calls of your function launched no Triton kernel. Every "
-                          f"call must compute its result: handing back a result kept from an earlier call is not allowed.")
-    if record.side_streams:
-        raise CheckFailed(f"{spec.title}: a timed call of your function launched work on another CUDA stream, "
-                          f"where the grader's clock does not see it. Launch on the current stream.")
-    if record.forbidden():
-        raise CheckFailed(f"{spec.title}: a timed call of your function computed with PyTorch "
-                          f"({', '.join(record.forbidden())}). The computation itself must happen in your "
-                          f"Triton kernels, timed or not.")
+    refuse(spec, record, "your function", "in one of its timed calls", timed=True)
     return out
 
 
