@@ -27,6 +27,18 @@ class WireError(RuntimeError):
     """A message or a tensor's description from the other process cannot be used."""
 
 
+def json_object(data: bytes, what: str, error: type = WireError) -> dict:
+    """`data` read as one JSON object: what the student's process hands the grader is never unpickled
+    or evaluated, only parsed, and anything else raises `error` saying that `what` is not one."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise error(f"{what} is not JSON") from None
+    if not isinstance(value, dict):
+        raise error(f"{what} is not a JSON object")
+    return value
+
+
 def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -122,10 +134,4 @@ class Reader:
                 raise WireError("the other process closed the connection")
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        try:
-            message = json.loads(line)
-        except ValueError:
-            raise WireError("a message is not JSON") from None
-        if not isinstance(message, dict):
-            raise WireError("a message is not a JSON object")
-        return message
+        return json_object(line, "a message")

@@ -197,3 +197,21 @@ def test_a_clock_that_cannot_start_or_ends_fails_the_check_with_a_reason(tmp_pat
     with pytest.raises(timer.TimerError, match="ended unexpectedly"):
         clock.result()
     clock.close()
+
+
+def test_the_wire_reads_json_objects_only():
+    # What the kernel sends the clock (and writes for the checker) is parsed as JSON, never unpickled
+    from grader import shared_tensors
+    a, b = socket.socketpair()
+    with a, b:
+        reader = shared_tensors.Reader(b)
+        for sent, said in ((b'{"ok": true}\n', None), (b"\x80\x04K\x01.\n", "is not JSON"), (b"[1, 2]\n", "not a JSON object")):
+            a.sendall(sent)
+            if said is None:
+                assert reader.receive() == {"ok": True}
+            else:
+                with pytest.raises(shared_tensors.WireError, match=said):
+                    reader.receive()
+    from grader.checker.exchange import ExchangeError
+    with pytest.raises(ExchangeError, match="the result summary is not a JSON object"):
+        shared_tensors.json_object(b'"text"', "the result summary", ExchangeError)

@@ -9,7 +9,6 @@ the kernel wrote is unpickled or executed.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import secrets
@@ -19,7 +18,7 @@ import tempfile
 
 import torch
 
-from grader.shared_tensors import DTYPES
+from grader.shared_tensors import DTYPES, json_object
 
 JSON_LIMIT = 1 << 20
 
@@ -79,13 +78,7 @@ class Exchange:
         data = self._read(f"{request}.json", JSON_LIMIT)
         if data is None:
             return None
-        try:
-            result = json.loads(data)
-        except ValueError:
-            raise ExchangeError("the result summary is not JSON") from None
-        if not isinstance(result, dict):
-            raise ExchangeError("the result summary is not a JSON object")
-        return result
+        return json_object(data, "the result summary", ExchangeError)
 
     def tensor(self, described: dict, device: str, limit: int) -> torch.Tensor:
         """One output tensor, rebuilt from its bytes on `device` (or the CPU, if the kernel's was there)."""
