@@ -228,7 +228,7 @@ def _class():
             '''), {"test_add_correct": 0}),
         "forged_summary": ("vector_add", wrong('''
             import json, operator, os
-            def forged(fn, key, index, dtype, device, seed, dy_shape, folder, request):
+            def forged(fn, key, shape, dtype, device, seed, dy_shape, timed, folder, request):
                 os.symlink("/etc/hostname", os.path.join(folder, request + "-0.bin"))
                 json.dump({"ok": True, "outputs": [{"file": request + "-0.bin", "dtype": "uint8",
                            "shape": [4], "device": "cpu"}]}, open(os.path.join(folder, request + ".json"), "w"))
@@ -252,7 +252,7 @@ def _class():
         # property, a tensor's base class, NumPy through DLPack, a replaced PyTorch operator
         "shadows_import": ("vector_add", wrong_with('''
             class Forged:
-                def kernel_case(self, fn, key, index, dtype_name, device, seed, dy_shape, folder, request):
+                def kernel_case(self, fn, key, shape, dtype_name, device, seed, dy_shape, timed, folder, request):
                     raise SystemExit  # would write x + y computed by PyTorch
 
 

@@ -254,7 +254,7 @@ def test_compile_only_changes_nothing_in_the_interpreter(tmp_path):
     with compile_only() as on:
         assert on is False
         torch.testing.assert_close(kernels.add(x, x), x + x)     # runs as usual: nothing is held back
-    serve.compile_ahead(kernels.add, "day1.vector_add", [[0, "float32"]], "cpu", str(tmp_path), "r")
+    serve.compile_ahead(kernels.add, "day1.vector_add", [[[1000], "float32"]], "cpu", str(tmp_path), "r")
     assert json.loads((tmp_path / "r.json").read_text())["cases"] == 0
 
 
@@ -311,7 +311,7 @@ def test_compiling_ahead_stops_a_function_that_waits_for_its_kernel(tmp_path, mo
             pass
         return out
 
-    serve.compile_ahead(add_and_wait, "day1.vector_add", [[0, "float32"], [1, "float32"]], "cuda", str(tmp_path), "r")
+    serve.compile_ahead(add_and_wait, "day1.vector_add", [[[1000], "float32"], [[4096], "float32"]], "cuda", str(tmp_path), "r")
     assert json.loads((tmp_path / "r.json").read_text()) == {"ok": True, "cases": 0, "outputs": []}
     x = torch.randn(1000, device="cuda")
     torch.testing.assert_close(add_and_wait(x, x), x + x)   # and the alarm is gone

@@ -38,7 +38,8 @@ def test_a_result_computed_only_when_the_grader_looks_at_it_is_refused(tmp_path)
     with pytest.raises(grader.CheckFailed, match="returned a Later where a tensor was expected"):
         timed_runs("day1.vector_add", lazy.add, (3000,))
     # the kernel's side of a graded case hands nothing over
-    serve.kernel_case(lazy.add, "day1.vector_add", 0, "float32", DEVICE.torch_device, 5, None, str(tmp_path), "r")
+    serve.kernel_case(lazy.add, "day1.vector_add", [1000], "float32", DEVICE.torch_device, 5, None, False,
+                      str(tmp_path), "r")
     result = json.loads((tmp_path / "r.json").read_text())
     assert not result["ok"] and "where a tensor was expected" in result["message"], result
 

@@ -142,8 +142,8 @@ class Checker:
         label = f"shape {shape}, {_dtype_name(dtype)}"
         with self._timed("expected values"):
             expected, dy_shape = self._expected(spec, shape, dtype, device, seed)
-        result = await self._ask(spec.title, call, "kernel_case", call.key, index, _dtype_name(dtype), device, seed,
-                                 dy_shape)
+        result = await self._ask(spec.title, call, "kernel_case", call.key, list(shape), _dtype_name(dtype), device,
+                                 seed, dy_shape, index == serve.SPEED)
         limit = 4 * max([e.numel() * e.element_size() for e in expected] + [0]) + 2**20
         got = self._outputs(spec.title, result, limit)
         _compare_outputs(spec, got, expected, dtype, label)
@@ -154,7 +154,8 @@ class Checker:
         checked cases' to report."""
         with self._timed("compiling ahead"), contextlib.suppress(CheckFailed):
             result = await self._ask(spec.title, call, "compile_ahead", call.key,
-                                     [[i, _dtype_name(d)] for i, d in cases], self.dev.torch_device)
+                                     [[list(serve.case_shape(spec, self.dev.is_gpu, i)), _dtype_name(d)]
+                                      for i, d in cases], self.dev.torch_device)
             self.exchange.forget(result["request"])
 
     @staticmethod

@@ -121,11 +121,15 @@ def _formula_withheld(*case):
     raise RuntimeError("the prediction exercises' formulas are the grading checker's alone at grading time")
 
 
-def _without_formulas() -> None:
-    """Drop the prediction exercises' formulas from this process: the checker judges predictions in its
-    own, and here a formula would be the answer to copy."""
+def _without_answers() -> None:
+    """Drop the hidden cases' shapes and the prediction exercises' formulas from this process: the
+    checker names each case's shape when it asks for it and judges predictions in its own process, and
+    here a formula would be the answer to copy."""
     from grader import exercises
     for spec in exercises.all_exercises():
+        for field in ("hidden_cpu_shapes", "hidden_gpu_shapes"):
+            if getattr(spec, field, None):
+                object.__setattr__(spec, field, ())   # a frozen dataclass: its own setattr refuses
         model = getattr(spec, "model", None)
         if model is None or model is _formula_withheld:
             continue
@@ -143,7 +147,7 @@ def seal() -> None:
     import importlib
     for name in KERNEL_SIDE:
         importlib.import_module(name)
-    _without_formulas()
+    _without_answers()
     for name, module in list(sys.modules.items()):
         if (name == "grader" or name.startswith("grader.")) and type(module) is types.ModuleType:
             module.__class__ = SealedModule
