@@ -557,6 +557,8 @@ SNOOPED = {"classmates' submissions": "../../../submitted", "the gradebook": "..
            "the feedback": "../../../feedback", "the solutions": "../../../../solutions/day1/vector_add.ipynb",
            "a classmate's autograded notebook": "../../aaa_victim/day1/vector_add.ipynb",
            "the solutions of the grader's own checkout": str(REPO / "solutions" / "day1" / "vector_add.ipynb"),
+           # the kernel imports a copy of the grader without them (sandbox.kernel_grader)
+           "the hidden cases and prediction formulas": str(REPO / "grader" / "exercises" / "day1.py"),
            # the kernel's home is in the batch's scratch folder (~/..), beside what only the grader may use:
            "the gates that start notebooks": "~/../gates",
            "the fork server that starts nbgrader as root": "~/../server/nbgrader.sock"}

@@ -43,7 +43,16 @@ def test_the_edition_holds_no_solution_and_no_hidden_test(built):
     assert not filecmp.dircmp(REPO / "exercises", built / "exercises").diff_files
 
 
-def test_no_hidden_case_and_no_prediction_formula_is_left_in_the_grader(built):
+@pytest.fixture(scope="module")
+def kernels_grader(tmp_path_factory):
+    """The grader a sandboxed batch's kernels import (grader/pipeline/sandbox.py)."""
+    from grader.pipeline import sandbox
+    return sandbox.kernel_grader(tmp_path_factory.mktemp("kernel") / "code")
+
+
+@pytest.mark.parametrize("which", ["built", "kernels_grader"])
+def test_no_hidden_case_and_no_prediction_formula_is_left_in_the_grader(which, request):
+    built = request.getfixturevalue(which)
     sources = "".join(p.read_text() for p in (built / "grader" / "exercises").glob("day*.py"))
     for spec in exercises.all_exercises():
         if isinstance(spec, PredictionExercise):

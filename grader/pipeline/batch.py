@@ -341,7 +341,8 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
         os.chmod(scratch, 0o755)
         env = dict(env, JUPYTER_PATH=os.pathsep.join(filter(None, [str(sandbox.kernelspec_dir(scratch)),
                                                                    env.get("JUPYTER_PATH")])),
-                   GRADER_SANDBOX_TMP=str(scratch), **{sandbox.AUTOGRADED_ENV: str(course.autograded)})
+                   GRADER_SANDBOX_TMP=str(scratch), **{sandbox.AUTOGRADED_ENV: str(course.autograded),
+                                                       sandbox.KERNEL_GRADER_ENV: str(sandbox.kernel_grader(scratch / "code"))})
     students_left = queue.Queue()
     for student_notebooks in todo:
         students_left.put(student_notebooks)
@@ -386,7 +387,7 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
                 abandon_notebook(waiting)
 
     start = time.monotonic()
-    closed = sandbox.closed_workspace(course, log) if why_not is None else contextlib.nullcontext()
+    closed = sandbox.closed_workspace(course, log, exercise_data=True) if why_not is None else contextlib.nullcontext()
     try:
         (scratch / "server").mkdir(mode=0o700)
         forks = fork_server.ForkServer(scratch / "server", env, course.root)

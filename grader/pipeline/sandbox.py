@@ -19,6 +19,7 @@ or the GPU not readable by others), `unavailable()` says why and kernels run wit
 """
 from __future__ import annotations
 
+import compileall
 import contextlib
 import functools
 import json
@@ -79,6 +80,10 @@ OUT_OF_MEMORY = "grading: nbgrader ran out of memory"
 # notebook's folder is removed when the notebook ends (reclaim). GRADER_FILE_SIZE_LIMIT_GIB changes it.
 FILE_SIZE_ENV = "GRADER_FILE_SIZE_LIMIT_GIB"
 FILE_SIZE_LIMIT_GIB = 1.0
+# Where a batch's kernels import the grader from (put first on their PYTHONPATH by the launcher): a copy
+# without the hidden cases and the prediction formulas (kernel_grader), while the instructor's exercise
+# data is the grader's alone (closed_workspace). Unset: the kernel imports the grader as it is installed.
+KERNEL_GRADER_ENV = "GRADER_KERNEL_GRADER"
 # "1": the launcher confines the kernel's writes with Landlock (grader/pipeline/landlock.py). The batch sets
 # it where writes_confined() found that a confined kernel still computes.
 LANDLOCK_ENV = "GRADER_LANDLOCK"
@@ -276,15 +281,34 @@ def kill_users(record: Path) -> None:
     record.unlink(missing_ok=True)
 
 
+def kernel_grader(folder: Path) -> Path:
+    """Write into `folder` the grader that a batch's kernels import: this one, with its exercise data as
+    the student edition has it (no hidden case, no prediction formula: edition.without_answers). The
+    checker names each case's shape when it asks, and judges predictions in its own process, so the
+    kernel needs neither; a notebook that reads the instructor's files by their path finds them closed
+    (closed_workspace). Readable by every kernel's user; returns the folder to put on PYTHONPATH."""
+    from grader.pipeline import edition
+    source = Path(REPO) / "grader"
+    shutil.copytree(source, folder / "grader", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for module in sorted((folder / "grader" / "exercises").glob("day*.py")):
+        module.write_text(edition.without_answers(module.read_text(), f"grader.exercises.{module.stem}"))
+    # compiled now, as the grader: a kernel cannot write its bytecode cache here, and would compile every module
+    compileall.compile_dir(str(folder), quiet=1)
+    for path in [folder, *folder.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    return folder
+
+
 @contextlib.contextmanager
-def closed_workspace(course: Course, log=print):
+def closed_workspace(course: Course, log=print, exercise_data: bool = False):
     """While the block runs (the kernels of a batch), the grading workspace is the grader's alone.
 
     grading/ may be entered but not listed (a kernel must reach its notebook's folder); submissions,
     feedback and every file in grading/ (the gradebook, the runs logs) are the grader's only; the
     autograded folders are entered by name only, and each notebook's folder is its kernel's alone.
     The course's source (`solutions/`) holds the reference answers and hidden tests: closed too where the
-    course is writable.
+    course is writable; so is the grader's exercise data (hidden cases, prediction formulas) with
+    `exercise_data`, where kernels import a copy without them (kernel_grader).
     Afterwards the modes are as they were, so that an instructor's own account can read the results
     (`course-grader report` after grading in the container).
     """
@@ -293,8 +317,11 @@ def closed_workspace(course: Course, log=print):
     before = {path: path.stat().st_mode & 0o7777 for path in [grading, *grading.iterdir()]}
     closing = [(grading, 0o711)] + [(p, 0o600 if p.is_file() else 0o711 if p == autograded else 0o700)
                                     for p in grading.iterdir() if not p.is_symlink()]
-    # The course's solutions, and those of the checkout the grader is installed from, if another one.
+    # The course's solutions, and those of the checkout the grader is installed from, if another one; and
+    # where kernels import a copy without answers (KERNEL_GRADER_ENV), the instructor's exercise data.
     all_solutions = {course.source, Course.of(REPO).source}
+    if exercise_data:
+        all_solutions.add(Path(REPO) / "grader" / "exercises")
     for folder in all_solutions:
         if folder.is_dir():
             before[folder] = folder.stat().st_mode & 0o7777
@@ -365,6 +392,8 @@ def kernelspec_dir(parent: Path) -> Path:
 
 def _kernel_env(home: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in SECRETS and k != UIDS_ENV}
+    if env.get(KERNEL_GRADER_ENV):   # the grader without answers comes first (kernel_grader)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.pop(KERNEL_GRADER_ENV), env.get("PYTHONPATH")]))
     env.update(HOME=str(home), TRITON_CACHE_DIR=str(home / "triton"), MPLCONFIGDIR=str(home / "matplotlib"),
                IPYTHONDIR=str(home / "ipython"), JUPYTER_RUNTIME_DIR=str(home), XDG_CACHE_HOME=str(home / "cache"),
                TORCHINDUCTOR_CACHE_DIR=str(home / "inductor"), TMPDIR=str(home),
