@@ -21,8 +21,9 @@ COPY grader ./grader
 # psycopg2: the driver for a PostgreSQL gradebook (NBGRADER_DB_URL), when several machines grade.
 RUN pip install --no-cache-dir torch==2.13.0 && pip install --no-cache-dir -e . psycopg2-binary
 COPY . .
-# Reference answers and hidden tests: the grader's alone (student kernels run as other users).
-RUN chmod -R go-rwx solutions
+# Reference answers, hidden tests, hidden cases and prediction formulas: the grader's alone (student
+# kernels run as other users and import a copy of the grader without them).
+RUN chmod -R go-rwx solutions grader/exercises
 
 EXPOSE 8888
 # JupyterLab as students get it (no instructor tools: grader/jupyter_student).
