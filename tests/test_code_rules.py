@@ -9,6 +9,9 @@ from grader.pipeline.submissions import sanitize_notebook
 from conftest import REPO
 
 CHEATS = {
+    # importlib.metadata gives versions; its entry points import any module by a string
+    "from importlib.metadata import entry_points": "imports importlib.metadata",
+    "import importlib.metadata": "imports importlib.metadata",
     "grader.check = lambda *a, **k: None": "assigns grader.check",
     "import grader\ngrader.student.checks.measure_speed = fake": "assigns grader.student.checks.measure_speed",
     "from grader.student import checks\nchecks.credit = lambda r, t: 1.0": "assigns checks.credit",
@@ -130,6 +133,7 @@ HONEST = [
     "kernel = softmax_kernel.warmup(y, x, n, grid=(1,))\nkernel._init_handles()\nn_regs = kernel.n_regs",
     "import os\nos.environ['TRITON_INTERPRET'] = '1'",        # Triton's documented debugging switch
     "if int(triton.__version__.split('.')[1]) >= 4: pass",   # a version gate, as Liger-Kernel has
+    "from importlib.metadata import version\nnew_torch = version('torch') >= '2.5'",   # and another
     "import functools, itertools, dataclasses, typing, numpy as np, matplotlib.pyplot as plt",
 ]
 

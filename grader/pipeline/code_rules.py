@@ -458,6 +458,14 @@ def check_cell(source: str, modules: set = KNOWN_MODULES, own: frozenset = froze
     return verdict
 
 
+def _reads_metadata(node) -> bool:
+    """`from importlib.metadata import version`: an installed package's version, read from its metadata
+    (Liger-Kernel gates features on it). Only those names: no name reaches importlib itself, nor its entry
+    points, whose `load()` imports any module by a string."""
+    return isinstance(node, ast.ImportFrom) and node.module == "importlib.metadata" and not node.level \
+        and all(a.name in ("version", "PackageNotFoundError") for a in node.names)
+
+
 def _root_name(node):
     """The ast.Name at the root of an attribute chain, or None."""
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
@@ -542,7 +550,8 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for mod in mods:
                 parts = mod.split(".")
-                if set(parts) & FORBIDDEN_MODULES or (mod != "__future__" and any(p.startswith("_") for p in parts)):
+                if (set(parts) & FORBIDDEN_MODULES and not _reads_metadata(node)) \
+                        or (mod != "__future__" and any(p.startswith("_") for p in parts)):
                     problems.append(f"imports {mod}")
                 elif parts[0] and not getattr(node, "level", 0) and not _installed(parts[0]):
                     problems.append(f"imports {parts[0]}, which is not an installed module (a module the "
@@ -584,7 +593,7 @@ RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any othe
          "other libraries (NumPy's array interface, DLPack, `__torch_function__`) or replace PyTorch's own "
          "operators, may import only installed modules and not those that run code from strings, files or "
          "bytes (pickle, timeit, code, runpy, pdb, ...; time with `%timeit` or `triton.testing.do_bench`), "
-         "and may not use builtins, importlib, inspect, gc, ctypes, "
+         "and may not use builtins, importlib (but `from importlib.metadata import version`), inspect, gc, ctypes, "
          "unittest, subprocess, threads, `os.system` or other processes. Shell commands and magics other than %time, "
          "%timeit and %matplotlib (without options) are removed before grading.")
 
