@@ -107,6 +107,9 @@ HONEST = [
     "class Grids:\n    def __init__(self):\n        self._grids = {}\n    def get(self, n):\n"
     "        def make():\n            self._grids[n] = (n,)\n        make()\n        return self._grids[n]",
     "__all__ = ['add']\n__version__ = '1.0'\nclass P:\n    __slots__ = ('a',)",
+    # a base class's method called through the class on the method's own self (older code's super())
+    "class Base:\n    def __init__(self):\n        self.n = 0\nclass Child(Base):\n    def __init__(self):\n"
+    "        Base.__init__(self)\n        self.m = 1",
     "out = torch.empty_like(x)\nout.fill_(0)",
     "%timeit add(x, y)",
     "print(type(x).__name__, file=sys.stderr)",

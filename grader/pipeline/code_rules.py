@@ -301,8 +301,12 @@ def _methods_reached_through_a_class(tree, classes: frozenset) -> list:
     """A method whose first parameter may have its attributes set (`def put(self, v): self.x = v`) called
     through its class with another first argument (`Plan.put(some_module, v)`, `type(p).put`,
     `p.__class__.put`, `getattr(Plan, "put")`, or the class under another name): that sets attributes
-    of any object. Through an instance (`p.put(v)`, `self.put(v)`) it is the object's own."""
+    of any object. Through an instance (`p.put(v)`, `self.put(v)`) it is the object's own, and so it is
+    when called through a class with a method's own `self` (`Base.__init__(self)`, older code's super())."""
     found = classes | notebook_classes([ast.unparse(tree)])
+    selves = _method_selves(tree)
+    on_own_self = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args
+                   and isinstance(n.args[0], ast.Name) and id(n.args[0]) in selves}
     settable = {name.split(".")[1] for name in found if "." in name}
     classes = {name for name in found if "." not in name}
 
@@ -313,7 +317,8 @@ def _methods_reached_through_a_class(tree, classes: frozenset) -> list:
 
     problems = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in settable and a_class(node.value):
+        if isinstance(node, ast.Attribute) and node.attr in settable and a_class(node.value) \
+                and id(node) not in on_own_self:
             problems.append(f"calls the method {node.attr} through its class (call it on an instance)")
         elif _is_plain_getattr(node) and node.args[1].value in settable and a_class(node.args[0]):
             problems.append(f"calls the method {node.args[1].value} through its class (call it on an instance)")
