@@ -65,7 +65,9 @@ import os
 pid = os.getpid()
 for way in (lambda: open("/proc/self/mem", "rb"), lambda: open(f"/proc/{pid}/task/{pid}/mem", "rb"),
             lambda: os.open("mem", os.O_RDONLY, dir_fd=os.open(f"/proc/{pid}", os.O_RDONLY)),
-            lambda: open(os.path.join("/proc", "self", "..", str(pid), "mem"), "rb")):
+            lambda: open(os.path.join("/proc", "self", "..", str(pid), "mem"), "rb"),
+            lambda: os.open("self/mem", os.O_RDONLY, dir_fd=os.open("/proc", os.O_RDONLY)),
+            lambda: os.open("proc/self/mem", os.O_RDONLY, dir_fd=os.open("/", os.O_RDONLY))):
     try:
         way()
     except PermissionError as e:

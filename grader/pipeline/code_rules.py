@@ -68,8 +68,10 @@ FORBIDDEN_SYS = frozenset({"modules", "settrace", "setprofile", "_getframe", "me
                            # grader's choice of checked runs, the guard's record), as a tracer would
                            "monitoring",
                            # frames and tracebacks: a way up to the grader's local variables
-                           "f_back", "f_locals", "f_globals", "tb_frame", "tb_next", "gi_frame", "cr_frame",
-                           "ag_frame", "exc_info", "exception"})
+                           "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "tb_frame", "tb_next",
+                           "gi_frame", "cr_frame", "ag_frame", "gi_code", "cr_code", "exc_info", "exception",
+                           # functions that hand back the caller's frames (logging's, traceback's)
+                           "currentframe", "walk_stack", "walk_tb"})
 # Protocols by which another library reads a tensor's memory or an object answers for one (NumPy's array
 # interface, DLPack, PyTorch's own overrides), and the hooks that make any attribute lookup run code:
 # a submission may neither define them nor name them, since each hands PyTorch's data to code the
@@ -87,7 +89,8 @@ TORCH_NAMESPACES = ("aten", "prims", "prim", "_")
 # Not a rule: taking data out of PyTorch (`.numpy()`, `.tolist()`, a debugging print). While a graded
 # call runs, the grader's guard sees every way out (grader/student/guard.py) and refuses the answer; outside
 # it, a student's own print of a result harms nothing.
-ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__class__", "__version__"})
+ALLOWED_DUNDERS = frozenset({"__init__", "__post_init__", "__name__", "__qualname__", "__doc__", "__class__",
+                             "__version__"})
 # Names a module or class of the student's own may bind: what `import *` exports, a class's fixed
 # attributes, its version. Each only describes the student's own code.
 BINDABLE_DUNDERS = frozenset({"__all__", "__slots__", "__version__"})
@@ -136,7 +139,7 @@ def _is_plain_getattr(node) -> bool:
         return False
     name = node.args[1]
     if not (isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value.isidentifier()
-            and not name.value.startswith("_")):
+            and not name.value.startswith("_") and name.value not in FORBIDDEN_SYS | FORBIDDEN_ATTRIBUTES | {"sys"}):
         return False
     return _root(node.args[0]) != "grader" or name.value in GRADER_API
 
@@ -259,11 +262,40 @@ def _method_selves(tree) -> set:
             scope = parents.get(id(scope))
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                 and isinstance(parents.get(id(scope)), ast.ClassDef) and _first_parameter(scope) == node.id \
+                and _own_first_parameter(scope, parents[id(scope)]) \
                 and not any(isinstance(n, ast.Name) and n.id == node.id and not isinstance(n.ctx, ast.Load)
                             or isinstance(n, (ast.Global, ast.Nonlocal)) and node.id in n.names
                             for n in ast.walk(scope)):
             selves.add(id(node))
     return selves
+
+
+# An autograd.Function's static methods that autograd calls with its ctx.
+CTX_METHODS = frozenset({"forward", "backward", "setup_context", "jvp", "vjp", "vmap"})
+
+
+def _own_first_parameter(method, cls) -> bool:
+    """Whether a method's first parameter can only be an object of the notebook's own: a plain method
+    or a property's (called on an instance, or through its class with another method's own `self`), or
+    an autograd.Function's static method that autograd calls with its ctx. A static method, or one behind
+    another decorator, takes whatever it is called with, on an instance too (`P().put(torch.cuda, v)`)."""
+    decorators = [_chain(d) for d in method.decorator_list]
+    if all(d == "property" or d.endswith((".setter", ".getter", ".deleter")) for d in decorators):
+        return True
+    return _is_ctx_method(method, cls)
+
+
+def _is_ctx_method(method, cls) -> bool:
+    """An autograd.Function's static method that autograd calls with its ctx (other decorators allowed,
+    such as Liger-Kernel's `ensure_contiguous`). Called by hand, it would take any first argument: the
+    rules refuse that call (_methods_reached_through_a_class)."""
+    return "staticmethod" in [_chain(d) for d in method.decorator_list] and method.name in CTX_METHODS \
+        and _first_parameter(method) == "ctx" and any(_chain(b).split(".")[-1] == "Function" for b in cls.bases)
+
+
+def _required_positional(function) -> int:
+    positional = function.args.posonlyargs + function.args.args
+    return len(positional) - len(function.args.defaults)
 
 
 def _first_parameter(function):
@@ -293,7 +325,10 @@ def notebook_classes(sources) -> frozenset:
             if isinstance(c, ast.ClassDef):
                 found.add(c.name)
                 found.update(f"{c.name}.{f.name}" for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                             and _first_parameter(f) in SETTABLE_ROOTS)
+                             and _first_parameter(f) in SETTABLE_ROOTS and _own_first_parameter(f, c))
+                # an autograd.Function's ctx method, with how many arguments a call must pass it
+                found.update(f"{c.name}.{f.name}({_required_positional(f)})" for f in c.body
+                             if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_ctx_method(f, c))
     return frozenset(found)
 
 
@@ -307,13 +342,39 @@ def _methods_reached_through_a_class(tree, classes: frozenset) -> list:
     selves = _method_selves(tree)
     on_own_self = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args
                    and isinstance(n.args[0], ast.Name) and id(n.args[0]) in selves}
-    settable = {name.split(".")[1] for name in found if "." in name}
+    settable = {name.split(".")[1].split("(")[0] for name in found if "." in name}
+    ctx_methods = {}   # name -> the fewest positional arguments a call with a ctx of its own passes
+    for name in found:
+        if name.endswith(")"):
+            method, required = name.split(".")[1][:-1].split("(")
+            ctx_methods[method] = min(int(required), ctx_methods.get(method, int(required)))
     classes = {name for name in found if "." not in name}
 
     def a_class(node) -> bool:
         return (isinstance(node, ast.Name) and node.id in classes
                 or isinstance(node, ast.Attribute) and node.attr == "__class__"
                 or isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type")
+
+    # Where a class may appear: called (`P()`), its attribute read (`P.x`), as a base, in isinstance or
+    # issubclass, in an annotation. Anywhere else (`C = P`, `[P][0]`, `f(P)`, `return P`) it would reach
+    # its methods under a name the rules cannot follow.
+    parents = {id(child): parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+    annotations = {id(n) for a in ast.walk(tree) for n in ast.walk(getattr(a, "annotation", None) or ast.Pass())
+                   if isinstance(a, (ast.arg, ast.AnnAssign))} | \
+                  {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.returns
+                   for n in ast.walk(f.returns)}
+
+    def placed_as_a_class(node) -> bool:
+        parent = parents.get(id(node))
+        return (isinstance(parent, ast.Call) and (parent.func is node or isinstance(parent.func, ast.Name)
+                                                  and (parent.func.id in ("isinstance", "issubclass")
+                                                       and node in parent.args[1:]
+                                                       or parent.func.id == "super" and node in parent.args[:1]))
+                or isinstance(parent, ast.Attribute) or isinstance(parent, ast.ClassDef)
+                or isinstance(parent, ast.Tuple) and isinstance(parents.get(id(parent)), ast.Call)
+                and parents[id(parent)].func is not parent
+                and getattr(parents[id(parent)].func, "id", None) in ("isinstance", "issubclass")
+                or id(node) in annotations)
 
     problems = []
     for node in ast.walk(tree):
@@ -322,9 +383,17 @@ def _methods_reached_through_a_class(tree, classes: frozenset) -> list:
             problems.append(f"calls the method {node.attr} through its class (call it on an instance)")
         elif _is_plain_getattr(node) and node.args[1].value in settable and a_class(node.args[0]):
             problems.append(f"calls the method {node.args[1].value} through its class (call it on an instance)")
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None \
-                and isinstance(node.value, ast.Name) and node.value.id in classes and settable:
-            problems.append(f"binds the class {node.value.id} to another name")
+        elif isinstance(node, ast.Call) and _chain(node.func).split(".")[-1] in NAMED_GETTERS \
+                and any(isinstance(a, ast.Constant) and a.value in settable for a in node.args[:1]):
+            problems.append(f"reaches the method {node.args[0].value} by name")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ctx_methods \
+                and len(node.args) >= ctx_methods[node.func.attr] \
+                and not (isinstance(node.func.value, ast.Call) and getattr(node.func.value.func, "id", None) == "super") \
+                and id(node.func) not in on_own_self:
+            problems.append(f"calls an autograd.Function's {node.func.attr} by hand (call .apply: autograd hands it its ctx)")
+        elif isinstance(node, ast.Name) and node.id in classes and settable and isinstance(node.ctx, ast.Load) \
+                and not placed_as_a_class(node):
+            problems.append(f"uses the class {node.id} as a value (make instances of it, or read its attributes)")
     return problems
 
 
@@ -434,7 +503,9 @@ def _bindings_and_protocols(tree) -> list:
                 problems.append("calls super() with arguments other than its own class and self")
         if isinstance(node, ast.Call) and _chain(node.func).split(".")[-1] in NAMED_GETTERS \
                 and not all(isinstance(a, ast.Constant) and isinstance(a.value, str)
-                            and all(part.isidentifier() and not part.startswith("_") for part in a.value.split("."))
+                            and all(part.isidentifier() and not part.startswith("_")
+                                    and part not in FORBIDDEN_SYS | FORBIDDEN_ATTRIBUTES | {"sys"}
+                                    for part in a.value.split("."))
                             for a in node.args[:1 if "methodcaller" in _chain(node.func) else None]):
             problems.append(f"uses {_chain(node.func)} with a name that is not a public one written out")
         elif isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in called_getters \
@@ -481,16 +552,25 @@ def _root_name(node):
 def _settable_root(node, selves, settable) -> bool:
     """Whether a store into this chain changes an object of the notebook's own: a method's own `self`
     or `ctx`, or one of the notebook's objects (own_objects)."""
-    root = _root_name(node)
-    if root is None:
-        return False
-    return id(root) in selves if root.id in SETTABLE_ROOTS else root.id in settable
+    # Directly on it only: `self.x = v`, `self.cache[k] = v`, not `self.m.x = v`, where `self.m` may
+    # have been made any object, a module included.
+    target = node.value
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    if isinstance(node, ast.Subscript) and isinstance(target, ast.Attribute):
+        target = target.value
+    return isinstance(target, ast.Name) and _own_name(target, selves, settable)
+
+
+def _own_name(name, selves, settable) -> bool:
+    """A name bound to an object of the notebook's own: a method's own `self`/`ctx`, or an own object."""
+    return id(name) in selves if name.id in SETTABLE_ROOTS else name.id in settable
 
 
 def _own_attribute(node, selves, settable) -> bool:
     """`self._cache`, `ctx._saved`, `PLAN._grids`: a private attribute of the notebook's own object,
     named directly on it (a private attribute further down a chain belongs to someone else)."""
-    return isinstance(node.value, ast.Name) and _settable_root(node.value, selves, settable)
+    return isinstance(node.value, ast.Name) and _own_name(node.value, selves, settable)
 
 
 def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozenset()):
@@ -589,8 +669,10 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
 RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any other object they did not "
          "create (attributes, private ones included, may be set only on a method's own `self` or `ctx`, "
          "the notebook's own objects (`PLAN = Plan()` of a plain class or dataclass it defines, if neither "
-         "name is ever bound to anything else) and PyTorch's `torch.backends` switches; a method that sets "
-         "them is called on an instance, not through its class; no `sys.modules`, no other private `_` "
+         "name is ever bound to anything else) and PyTorch's `torch.backends` switches, and directly "
+         "(`self.x`, `self.cache[k]`, not `self.m.x`); a method that sets them is called on an instance, not "
+         "through its class, a static method's first parameter is no `self`, an autograd.Function is called "
+         "by `.apply`, and a class is only called, read or inherited from; no `sys.modules`, no other private `_` "
          "attributes except Triton's `kernel._init_handles()`; a tensor descriptor's `block_shape` may be "
          "set), may use the grader only as `grader.<public function>` (`grader.check`, `grader.setup`, ...), may not run strings as code or reach names by a string "
          "built at run time (`exec`, `eval`, `__import__`, `setattr`, `globals`; `getattr(obj, \"name\")` "

@@ -106,14 +106,19 @@ class SealedModule(types.ModuleType):
 # The process's own memory as a file (and the folders that lead to it, where an os.open with dir_fd
 # would start from): on the CPU a tensor's values are there, and reading them skips every way out of
 # PyTorch that the guard counts (the red team graded a NumPy vector add 3/3 this way).
-_OWN_MEMORY = re.compile(r"/proc/(self|thread-self|\d+)(/task(/\d+)?)?(/(mem|pagemap))?|/dev/k?mem")
+_OWN_MEMORY = re.compile(r"/proc(/(self|thread-self|\d+)(/task(/\d+)?)?(/(mem|pagemap))?)?|/dev/k?mem")
+# A relative path is opened against a folder the event does not name (`dir_fd`): refused by its end.
+_MEMORY_FILES = frozenset({"mem", "pagemap", "kmem"})
 
 
-def _no_process_memory(event: str, args: tuple) -> None:
+def _no_process_memory(event: str, args: tuple, realpath=os.path.realpath, abspath=os.path.abspath,
+                       fsdecode=os.fsdecode, isabs=os.path.isabs, basename=os.path.basename) -> None:
+    # The functions it uses are bound when it is defined: a cell that replaced os.path's would not change it.
     if event != "open" or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
         return
-    path = os.fsdecode(args[0])
-    if _OWN_MEMORY.fullmatch(os.path.realpath(path)) or _OWN_MEMORY.fullmatch(os.path.abspath(path)):
+    path = fsdecode(args[0])
+    if _OWN_MEMORY.fullmatch(realpath(path)) or _OWN_MEMORY.fullmatch(abspath(path)) \
+            or (not isabs(path) and basename(path.rstrip("/")) in _MEMORY_FILES):
         raise PermissionError(f"{path}: a process's memory may not be opened while your work is graded")
 
 
