@@ -115,6 +115,9 @@ HONEST = [
     "class Fn(torch.autograd.Function):\n    @staticmethod\n    @ensure_contiguous\n    def forward(ctx, x, eps):\n"
     "        ctx.eps = eps\n        return x\n\nclass Fn2(Fn):\n    @staticmethod\n    def backward(ctx, dy):\n"
     "        return Fn.backward(ctx, dy)",
+    # a kernel cache on the class, kept by a classmethod
+    "class Kernels:\n    _compiled = {}\n    @classmethod\n    def get(cls, key):\n        cls._compiled[key] = key\n"
+    "        cls.last = key\n        return cls._compiled[key]\n\nk = Kernels.get(3)",
     # a tensor's own backward beside an autograd.Function's
     "class Fn(torch.autograd.Function):\n    @staticmethod\n    def backward(ctx, dy):\n        return dy\n\n"
     "y.backward(dy)\nloss.backward()",
@@ -293,6 +296,9 @@ def test_a_name_bound_to_anything_else_is_not_the_notebooks_own(elsewhere):
     (["import operator\nf = operator.attrgetter('f_builtins')"], "not a public one written out"),
     (["import logging\nframe = logging.currentframe()"], "uses logging.currentframe"),
     (["import traceback\nframes = traceback.walk_stack(None)"], "uses traceback.walk_stack"),
+    # a function's parameter named cls, or a static method's, is whatever it is called with
+    (["def put(cls, v):\n    cls.synchronize = v", "put(torch.cuda, print)"], "assigns cls.synchronize"),
+    (["class P:\n    @staticmethod\n    def put(cls, v):\n        cls.synchronize = v"], "assigns cls.synchronize"),
     # `self` rebound inside the method
     (["class P:\n    def put(self, v):\n        self = v\n        self.x = 1"], "assigns self.x"),
     # the grader under another name, in a list, passed to a function

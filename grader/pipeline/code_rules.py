@@ -52,7 +52,7 @@ GRADER_API = frozenset({"setup", "current", "Device", "check", "check_speed", "c
                         "check_prediction_on_gpu", "report_speed", "credit", "grading", "bench", "CheckFailed",
                         "GPURequired"})
 # The only objects whose attributes a student's code sets: an autograd.Function's ctx and its own objects.
-SETTABLE_ROOTS = frozenset({"ctx", "self"})
+SETTABLE_ROOTS = frozenset({"ctx", "self", "cls"})   # cls: a classmethod's own class (a kernel cache on it)
 # Attributes of Triton's own objects that its documented idioms set or call: a tensor descriptor's block
 # shape, set by an autotune config's pre_hook (Triton's fused-attention tutorial), and a compiled
 # kernel's `_init_handles()`, called before reading its register count (Triton's softmax tutorial).
@@ -280,6 +280,10 @@ def _own_first_parameter(method, cls) -> bool:
     an autograd.Function's static method that autograd calls with its ctx. A static method, or one behind
     another decorator, takes whatever it is called with, on an instance too (`P().put(torch.cuda, v)`)."""
     decorators = [_chain(d) for d in method.decorator_list]
+    if decorators == ["classmethod"]:    # its class, or a subclass, however it is called
+        return _first_parameter(method) == "cls"
+    if _first_parameter(method) == "cls":
+        return False
     if all(d == "property" or d.endswith((".setter", ".getter", ".deleter")) for d in decorators):
         return True
     return _is_ctx_method(method, cls)
@@ -325,7 +329,7 @@ def notebook_classes(sources) -> frozenset:
             if isinstance(c, ast.ClassDef):
                 found.add(c.name)
                 found.update(f"{c.name}.{f.name}" for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                             and _first_parameter(f) in SETTABLE_ROOTS and _own_first_parameter(f, c))
+                             and _first_parameter(f) in ("self", "ctx") and _own_first_parameter(f, c))
                 # an autograd.Function's ctx method, with how many arguments a call must pass it
                 found.update(f"{c.name}.{f.name}({_required_positional(f)})" for f in c.body
                              if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_ctx_method(f, c))
@@ -667,7 +671,7 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
 
 
 RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any other object they did not "
-         "create (attributes, private ones included, may be set only on a method's own `self` or `ctx`, "
+         "create (attributes, private ones included, may be set only on a method's own `self`, `ctx` or (in a classmethod) `cls`, "
          "the notebook's own objects (`PLAN = Plan()` of a plain class or dataclass it defines, if neither "
          "name is ever bound to anything else) and PyTorch's `torch.backends` switches, and directly "
          "(`self.x`, `self.cache[k]`, not `self.m.x`); a method that sets them is called on an instance, not "
