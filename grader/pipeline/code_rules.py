@@ -167,14 +167,19 @@ def _parses(code: str) -> bool:
         return False
 
 
+def _trees(sources):
+    """The syntax tree of each cell that parses (one that does not is refused by check_cell)."""
+    for source in sources:
+        try:
+            yield ast.parse(_python_of(source))
+        except SyntaxError:
+            continue
+
+
 def imported_names(sources) -> set:
     """Names bound to modules (or things imported from them) by import statements in these cells."""
     names = set(KNOWN_MODULES)
-    for source in sources:
-        try:
-            tree = ast.parse(_python_of(source))
-        except SyntaxError:
-            continue
+    for tree in _trees(sources):
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names.update((a.asname or a.name).split(".")[0] for a in node.names)
@@ -185,12 +190,7 @@ def own_objects(sources) -> frozenset:
     """Names that the notebook binds only, at the top level of its cells, to a new instance of a class
     it defines (`PLAN = Plan()`), and never to anything else anywhere (no other assignment, parameter,
     import, loop or `global`): objects of its own, whose attributes it may set like `self`'s."""
-    trees = []
-    for source in sources:
-        try:
-            trees.append(ast.parse(_python_of(source)))
-        except SyntaxError:
-            continue
+    trees = list(_trees(sources))
     # Plain classes: no decorator but @dataclass, no metaclass or __new__ (any of which could make
     # `Plan()` return a module), no base but object or another such class, and a name that nothing but
     # its class statements binds (`def Plan(): return some_module` after it would).
@@ -320,11 +320,7 @@ def notebook_classes(sources) -> frozenset:
     """The classes the notebook defines, and as "Class.method" their methods whose first parameter is
     `self` or `ctx` (whose attributes such a method may set): what a cell may not call through a class."""
     found = set()
-    for source in sources:
-        try:
-            tree = ast.parse(_python_of(source))
-        except SyntaxError:
-            continue
+    for tree in _trees(sources):
         for c in ast.walk(tree):
             if isinstance(c, ast.ClassDef):
                 found.add(c.name)
