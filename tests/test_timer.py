@@ -215,3 +215,34 @@ def test_the_wire_reads_json_objects_only():
     from grader.checker.exchange import ExchangeError
     with pytest.raises(ExchangeError, match="the result summary is not a JSON object"):
         shared_tensors.json_object(b'"text"', "the result summary", ExchangeError)
+
+
+def test_a_check_the_clock_cannot_prepare_ends_the_kernels_wait_at_once(tmp_path):
+    # The clock takes the kernel's connection before anything that may fail (here an unknown exercise):
+    # the kernel is told "end" at once instead of waiting for a word until its reply timeout.
+    clock = timer.Timer(str(tmp_path), None, "cpu")
+    try:
+        clock.request("day1.no_such_exercise", "float32", (4099,))
+        assert clock.started()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(60)
+        sock.connect(clock.socket_path)
+        assert shared_tensors.Reader(sock).receive() == {"op": "end"}
+        sock.close()
+        assert "error" in clock.result()
+    finally:
+        clock.close()
+
+
+def test_in_a_sandboxed_batch_the_clock_imports_the_batchs_grader_without_answers(monkeypatch, tmp_path):
+    # The batch closes the instructor's exercise data to the kernels' users, which the clock becomes: it
+    # imports the copy the kernels import (sandbox.kernel_grader), and times with it.
+    copy = sandbox.kernel_grader(tmp_path / "code")
+    monkeypatch.setenv(sandbox.KERNEL_GRADER_ENV, str(copy))
+    measured, handed = time_with_the_clock(kernels.add, tmp_path / "exchange")
+    assert handed["ok"] and "error" not in measured, (handed, measured)
+    clock = timer.Timer(str(tmp_path), None, "cpu")
+    try:
+        assert clock.started() and clock.grader == str(copy / "grader")
+    finally:
+        clock.close()

@@ -75,7 +75,11 @@ class Timer:
         self.folder, self.device = folder, device
         self.socket_path = os.path.join(folder, SOCKET_NAME)
         # Its imports from the checker's own path, not from the notebook's folder (which the kernel writes).
-        path = [p for p in sys.path if os.path.isabs(p)]
+        # In a sandboxed batch the instructor's exercise data is closed to the kernel's user, which the
+        # clock becomes: it imports the batch's grader without answers, as the kernel does (it needs the
+        # reference and the timed shape, which that copy keeps; it is the grader's, read-only to kernels).
+        from grader.pipeline.sandbox import KERNEL_GRADER_ENV
+        path = [p for p in [os.environ.get(KERNEL_GRADER_ENV, ""), *sys.path] if os.path.isabs(p)]
         code = f"import sys; sys.path[:0] = {path!r}; from grader.checker.timer import main; main()"
         # Its warnings go to a file of the checker's (a pipe nobody reads while it runs could fill and stop it).
         self._errors = tempfile.TemporaryFile()
@@ -83,7 +87,7 @@ class Timer:
             [sys.executable, "-I", "-c", code, str(os.getuid() if uid is None else uid), device, folder],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors, cwd=folder,
             env=_helper_env(folder) if env is None else env, bufsize=0, start_new_session=True)
-        self._started, self._output = False, b""
+        self._started, self._output, self.grader = False, b"", None   # grader: where the helper imported it from
 
     def _line(self, timeout: float) -> dict:
         """The helper's next line of output, read as it comes (a buffered reader would hide a second
@@ -123,7 +127,7 @@ class Timer:
             said = self._line(START_TIMEOUT_S)
             if not said.get("ready"):
                 raise TimerError(f"the grader's timing helper did not start: {said.get('error', said)}")
-            self._started = True
+            self._started, self.grader = True, said.get("grader")
         return True
 
     def result(self) -> dict:
@@ -190,7 +194,8 @@ def main() -> None:
     except Exception as e:   # noqa: BLE001 - said to the checker, which fails the check with it
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
         return
-    print(json.dumps({"ready": True}), flush=True)
+    import grader   # said with "ready": which grader the clock computes with (the batch's copy, sandboxed)
+    print(json.dumps({"ready": True, "grader": os.path.dirname(grader.__file__)}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         try:
@@ -363,14 +368,17 @@ def _baseline_batch(spec, sets, device) -> float:
 def measure(listener, device: str, folder: str, key: str, dtype_name: str, shape: tuple) -> dict:
     """Time one exercise's student function (in the kernel) and baseline (here) in interleaved rounds."""
     import torch
-    from grader import exercises
     from grader.compare import CheckFailed
-    spec = exercises.get(key)
-    dtype = getattr(torch, dtype_name)
-    gen = torch.Generator(device=device).manual_seed(_chooser.randrange(2**63))
-    sets = _sets(spec, shape, dtype, device, folder, gen)
+    # The kernel is asked to connect as the check starts: taken first, so that whatever fails below,
+    # closing the connection tells the kernel at once (it would otherwise wait REPLY_TIMEOUT_S for a word).
     kernel = _Kernel(listener, device)
+    sets = None
     try:
+        from grader import exercises
+        spec = exercises.get(key)
+        dtype = getattr(torch, dtype_name)
+        gen = torch.Generator(device=device).manual_seed(_chooser.randrange(2**63))
+        sets = _sets(spec, shape, dtype, device, folder, gen)
         kernel.send({"op": "inputs", "sets": _describe_sets(sets), "device": device, "gate": kernel.gate_path})
         ready = kernel.receive("ready")
         event = None

@@ -79,8 +79,9 @@ def _own_gradebook():
             os.environ["NBGRADER_DB_URL"] = url
 
 
-def autograde_days(days: list, timeout_s: float = 1800) -> tuple:
-    """(results per notebook, {(day, student): (score, max)}) for the solutions and the untouched release."""
+def autograde_days(days: list, timeout_s: float = 1800, log=print) -> tuple:
+    """(results per notebook, {(day, student): (score, max)}) for the solutions and the untouched release.
+    The batch says each notebook's end as it comes (`log`): a run cut short still shows how far it got."""
     from grader.pipeline import batch
 
     results, scores = [], {}
@@ -92,7 +93,7 @@ def autograde_days(days: list, timeout_s: float = 1800) -> tuple:
                 shutil.copytree(folder / day, course.submitted / student / day)
         for day in days:
             started = time.monotonic()
-            for run in batch.autograde_day(course.root, day, timeout_s=timeout_s, log=lambda *a: None):
+            for run in batch.autograde_day(course.root, day, timeout_s=timeout_s, log=log):
                 results.append(Result(f"autograde {run.student}", f"{day}/{run.notebook}",
                                       run.seconds, run.status == "graded", run.reason))
             # The day's whole batch, both students: what an instructor waits for (notebooks overlap).
@@ -136,7 +137,7 @@ def main(days: list, lectures: bool, autograde: bool, out: Path, log=print, cell
                 log(f"{r.notebook}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.0f} s {r.detail}")
                 results.append(r)
     if autograde:
-        runs, scores = autograde_days(days)
+        runs, scores = autograde_days(days, log=log)
         results += runs
         for r in runs:
             log(f"{r.part} {r.notebook}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.0f} s {r.detail}")
