@@ -8,6 +8,7 @@ import csv
 import os
 import shutil
 
+import nbformat
 import pytest
 
 from grader.course import Course
@@ -66,7 +67,9 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
     expected = {(day, s): float(e[COLUMN]) for s, e in EXPECTED.items() for day in [e[0]]
                 if day in DAYS and (not ONLY or s in ONLY)}
     got = {key: scores.get(key) for key in expected}
-    wrong = {f"{day}/{s} ({EXPECTED[s][3]})": (got[(day, s)], want)
+    wrong = {f"{day}/{s} ({EXPECTED[s][3]})": (got[(day, s)], want,
+                                               [(r.notebook, r.status, r.seconds, r.reason, _errors(course_copy, day, s, r.notebook))
+                                                for r in runs if (r.day, r.student) == (day, s)])
              for (day, s), want in expected.items() if got[(day, s)] != pytest.approx(want)}
     assert not wrong, f"(got, expected): {wrong}"
     # Every handed-in notebook is in the run log, graded, except the endless one: named, with the reason.
@@ -95,5 +98,18 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
     # Grading again changes nothing: day 1 again (its killed notebook, crashes and cheats; each day is
     # graded on its own, so the others would only repeat the same path). ADVERSARIAL_REGRADE=0 skips it.
     if os.environ.get("ADVERSARIAL_REGRADE", "1") == "1":
-        _, again = grade(DAYS[:1])
-        assert again == scores
+        runs_again, again = grade(DAYS[:1])
+        changed = {key for key in again if again[key] != scores.get(key)}
+        assert not changed, [(key, scores.get(key), again[key],
+                              [(r.notebook, r.status, r.seconds, r.reason, _errors(course_copy, *key, r.notebook))
+                               for r in runs_again if (r.day, r.student) == key])
+                             for key in sorted(changed)]
+
+
+def _errors(course_copy, day, student, notebook) -> list:
+    """The errors a graded notebook shows (what its student's feedback says), for a failure's message."""
+    path = Course.of(course_copy).autograded / student / day / f"{notebook}.ipynb"
+    if not path.exists():
+        return ["no graded notebook"]
+    return [f"{o.get('ename')}: {str(o.get('evalue'))[:300]}" for c in nbformat.read(path, as_version=4).cells
+            for o in c.get("outputs", []) if o.get("output_type") == "error"]

@@ -206,6 +206,17 @@ def test_sanitize_replaces_a_patching_cell_and_says_so():
     assert not any(c.source.startswith("grader.check =") for c in clean.cells)
 
 
+def test_sanitize_keeps_a_cell_that_sets_its_own_tensors_autograd_flags():
+    release = nbformat.read(REPO / "exercises" / "day1" / "vector_add.ipynb", as_version=4)
+    student = nbformat.from_dict(release)
+    student.cells.insert(4, nbformat.v4.new_code_cell("t = torch.randn(8)\nt.requires_grad = True\nt.grad = None"))
+    student.cells.insert(5, nbformat.v4.new_code_cell("u = torch.randn(8)\nu = torch.autograd\nu.grad = None"))
+    clean, fixes = sanitize_notebook(nbformat.writes(student), release)
+    assert any(c.source.startswith("t = torch.randn(8)") for c in clean.cells), fixes
+    assert [f for f in fixes if "breaks the submission rules" in f] == \
+        ["cell 'of your own': breaks the submission rules (assigns u.grad): not run"], fixes
+
+
 def test_every_exercise_states_the_rules_in_its_introduction():
     for path in sorted((REPO / "exercises").glob("day*/*.ipynb")):
         intro = nbformat.read(path, as_version=4).cells[0].source
@@ -372,3 +383,44 @@ def test_a_function_whose_cell_was_refused_is_explained_where_its_check_fails():
     with pytest.raises(CheckFailed) as failed:
         asyncio.run(checker._ask("fused softmax", call, "kernel_case"))
     assert "not run at grading" not in str(failed.value)
+
+
+# A student's own test code sets autograd flags on tensors it made (`x.requires_grad = True`, `x.grad = None`).
+def _tensor_verdict(*cells):
+    return code_rules.check_cell(cells[-1], code_rules.imported_names(cells), classes=code_rules.notebook_classes(cells),
+                                 tensors=code_rules.own_tensors(cells))
+
+
+@pytest.mark.parametrize("cells", [
+    ["import torch\nx = torch.randn(4, 8, device='cuda')\nx.requires_grad = True"],
+    ["import torch\nx = torch.randn(4, 8).cuda().half()", "x.requires_grad = True\ny = x * 2\nx.grad = None"],
+    ["import torch\ndef test_backward():\n    x = torch.randn(4, 8)\n    x.requires_grad = True\n"
+     "    for _ in range(3):\n        x.grad = None\n    return x"],
+    # a module-level tensor used in a function that binds nothing of that name
+    ["import torch\nw = torch.ones(8)", "def step():\n    w.grad = None"],
+])
+def test_a_new_tensors_autograd_flags_may_be_set(cells):
+    assert _tensor_verdict(*cells).clean, _tensor_verdict(*cells)
+
+
+@pytest.mark.parametrize("cells", [
+    # the name is also bound to something else: a module, a parameter, a loop variable, an alias
+    ["import torch\nx = torch.randn(4)", "x = torch.autograd\nx.grad = print"],
+    ["import torch\ndef f(x):\n    x.grad = print\n"],
+    ["import torch\nx = torch.randn(4)\nfor x in [torch.autograd]:\n    pass\nx.grad = print"],
+    ["import torch\nx = torch.randn(4)\n[(x := torch.autograd) for _ in [0]]\nx.grad = print"],
+    ["import torch\nx = torch.randn(4)\ndef f():\n    global x\n    x = torch.autograd", "x.grad = print"],
+    # torch itself is not the module
+    ["import torch\nimport numpy as torch", "x = torch.zeros(4)\nx.grad = print"],
+    ["import torch", "def f(torch):\n    return torch", "x = torch.zeros(4)\nx.grad = print"],
+    # not a new tensor, or another attribute
+    ["import torch\nx = torch.autograd.grad(1, 2)\nx.grad = print"],
+    ["import torch\nx = torch.randn(4)\nx.backward = print"],
+    ["import torch\nx = torch.randn(4)\ndel x.grad"],
+    ["import torch\ntorch.autograd.grad = print"],
+    # local to a function that binds it otherwise, though the top level has a tensor of that name
+    ["import torch\nx = torch.randn(4)", "def f():\n    x = torch.autograd\n    x.grad = print"],
+])
+def test_autograd_flags_are_set_on_new_tensors_only(cells):
+    assert any(p.startswith(("assigns x.", "deletes x.", "assigns torch.")) for p in _tensor_verdict(*cells).problems), \
+        _tensor_verdict(*cells)

@@ -239,6 +239,121 @@ def own_objects(sources) -> frozenset:
     return frozenset(made - other)
 
 
+# A tensor's autograd flags, which a student's own test code sets (`x.requires_grad = True`,
+# `x.grad = None`) on tensors it made: allowed on a name bound only to a new tensor (own_tensors).
+TENSOR_FLAGS = frozenset({"requires_grad", "grad"})
+# torch's functions that return a new tensor, and tensor methods that return one (`.cuda()`, `.half()`).
+TENSOR_MAKERS = frozenset({"randn", "rand", "randint", "randn_like", "rand_like", "randint_like", "randperm",
+                           "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like",
+                           "full_like", "tensor", "arange", "linspace", "eye"})
+TENSOR_METHODS = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "contiguous", "clone",
+                            "detach", "requires_grad_"})
+
+
+def _makes_tensor(value) -> bool:
+    """`torch.randn(...)`, `torch.zeros(...).cuda().half()`: a new tensor, whatever the arguments."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+            and value.func.attr in TENSOR_METHODS:
+        value = value.func.value
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+        and isinstance(value.func.value, ast.Name) and value.func.value.id == "torch" \
+        and value.func.attr in TENSOR_MAKERS
+
+
+def _in_scope(nodes):
+    """Every node of a scope's statements, without the bodies of the functions, lambdas and classes
+    defined there (their own scopes); a comprehension is walked whole (what it binds counts here too,
+    which only ever refuses more)."""
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            stack += node.decorator_list + node.args.defaults + [d for d in node.args.kw_defaults if d]
+        elif isinstance(node, ast.ClassDef):
+            stack += node.decorator_list + node.bases + [k.value for k in node.keywords]
+        elif isinstance(node, ast.Lambda):
+            stack += node.args.defaults + [d for d in node.args.kw_defaults if d]
+        else:
+            stack += ast.iter_child_nodes(node)
+
+
+def _scope_tensors(nodes, params=()) -> tuple:
+    """(names bound in a scope, those bound there only by `name = <a new tensor>`)."""
+    nodes = list(_in_scope(nodes))
+    made = {id(t) for n in nodes if isinstance(n, ast.Assign) and _makes_tensor(n.value)
+            and all(isinstance(t, ast.Name) for t in n.targets) for t in n.targets}
+    bound, other = set(params), set(params)
+    for n in nodes:
+        names = [n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else \
+            [(a.asname or a.name).split(".")[0] for a in n.names] if isinstance(n, (ast.Import, ast.ImportFrom)) \
+            else list(_bound_names(n))
+        bound.update(names)
+        if id(n) not in made:
+            other.update(names)
+    return bound, bound - other
+
+
+def _torch_is_torch(trees) -> bool:
+    """The name torch is bound by `import torch` and nothing else, in every cell."""
+    for tree in trees:
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                if any((a.asname or a.name).split(".")[0] == "torch" and not (isinstance(n, ast.Import)
+                       and a.name == "torch" and a.asname is None) for a in n.names):
+                    return False
+            elif "torch" in ([n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+                             else list(_bound_names(n))):
+                return False
+    return True
+
+
+def own_tensors(sources) -> frozenset | None:
+    """Names that the notebook's top level binds only to a new tensor (`x = torch.randn(...)`), in every
+    cell, and no function declares global: tensors of its own, whose autograd flags it may set. None
+    where the notebook binds the name torch to anything but the module: then no name is a new tensor."""
+    trees = list(_trees(sources))
+    if not _torch_is_torch(trees):
+        return None
+    bound, tensors = set(), set()
+    for tree in trees:
+        b, t = _scope_tensors(tree.body)
+        bound |= b
+        tensors |= t
+    declared = {name for tree in trees for n in ast.walk(tree) if isinstance(n, (ast.Global, ast.Nonlocal))
+                for name in n.names}
+    rebound = {name for tree in trees for b, t in [_scope_tensors(tree.body)] for name in b - t}
+    return frozenset(tensors - rebound - declared)
+
+
+def _tensor_uses(tree, top_level: frozenset | None) -> set:
+    """The ast.Name nodes (ids) of a cell that name a tensor of the notebook's own: bound in their own
+    function only to new tensors, or, where their function binds nothing of that name, in the one
+    around it or at the top level (top_level: own_tensors)."""
+    uses = set()
+
+    def visit(nodes, scopes):
+        for node in _in_scope(nodes):
+            if isinstance(node, ast.Name):
+                for bound, tensors in reversed(scopes):
+                    if node.id in bound:
+                        if node.id in tensors:
+                            uses.add(id(node))
+                        break
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                a = node.args
+                params = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x]
+                body = node.body if isinstance(node.body, list) else [node.body]
+                visit(body, scopes + [_scope_tensors(body, params)])
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, scopes + [(_scope_tensors(node.body)[0], set())])   # refused there: simpler
+
+    if top_level is None or not _torch_is_torch([tree]):
+        return uses
+    visit(tree.body, [(set(_scope_tensors(tree.body)[0]) | set(top_level), set(top_level))])
+    return uses
+
+
 def _is_dataclass(decorator) -> bool:
     """`@dataclass`, `@dataclasses.dataclass` or either called with options: it adds methods that set
     the instance's own fields, never a `__new__`."""
@@ -520,9 +635,10 @@ def _bindings_and_protocols(tree) -> list:
 
 
 def check_cell(source: str, modules: set = KNOWN_MODULES, own: frozenset = frozenset(),
-               classes: frozenset = frozenset()) -> Verdict:
+               classes: frozenset = frozenset(), tensors: frozenset | None = frozenset()) -> Verdict:
     """Which rules a student's cell breaks; `modules` are the notebook's imported names, `own` the names
-    of its own objects (own_objects), whose attributes it may set, `classes` its classes (notebook_classes)."""
+    of its own objects (own_objects), whose attributes it may set, `classes` its classes (notebook_classes),
+    `tensors` the names its top level binds to new tensors (own_tensors), whose autograd flags it may set."""
     verdict = Verdict()
     try:
         tree = ast.parse(_python_of(source))
@@ -530,7 +646,7 @@ def check_cell(source: str, modules: set = KNOWN_MODULES, own: frozenset = froze
         # Not Python, but IPython may still run it: `time exec(...)` is the %time magic (automagic).
         verdict.problems.append("does not parse as Python")
         return verdict
-    _check_tree(tree, modules, verdict, SETTABLE_ROOTS | own, classes)
+    _check_tree(tree, modules, verdict, SETTABLE_ROOTS | own, classes, tensors)
     return verdict
 
 
@@ -573,7 +689,7 @@ def _own_attribute(node, selves, settable) -> bool:
     return isinstance(node.value, ast.Name) and _own_name(node.value, selves, settable)
 
 
-def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozenset()):
+def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozenset(), tensors=frozenset()):
     problems = verdict.problems
     magic_nodes = set()
     for node in ast.walk(tree):
@@ -587,7 +703,7 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
         setup = node.args[1].value if kind == "cell" and isinstance(node.args[1], ast.Constant) else ""
         if kind != "system" and name in ALLOWED_MAGICS and isinstance(code, str) and _parses(code) \
                 and (not setup.strip() or (name == "matplotlib")):
-            _check_tree(ast.parse(_python_of(code)), modules, verdict, settable, classes)
+            _check_tree(ast.parse(_python_of(code)), modules, verdict, settable, classes, tensors)
         elif kind == "system":
             verdict.dropped.append("a shell command")
         else:
@@ -597,6 +713,7 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
     problems += _bindings_and_protocols(tree)
     problems += _methods_reached_through_a_class(tree, classes)
     selves = _method_selves(tree)
+    tensor_uses = _tensor_uses(tree, tensors)
     # `grader` may be read only as `grader.<public function>` (getattr with the name written out
     # included): bound to another name or passed along, it leads to the grader's modules.
     public_uses = {id(node.value) for node in ast.walk(tree)
@@ -624,7 +741,9 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
                 problems.append(f"uses {_chain(node)}, which is not part of the grader's public functions")
             if isinstance(node.ctx, (ast.Store, ast.Del)) and not _settable_root(node, selves, settable) \
                     and not (isinstance(node.ctx, ast.Store) and (_chain(node).startswith(SETTABLE_FLAGS)
-                                                                  or node.attr in TRITON_IDIOMS)):
+                                                                  or node.attr in TRITON_IDIOMS
+                                                                  or (node.attr in TENSOR_FLAGS
+                                                                      and id(node.value) in tensor_uses))):
                 problems.append(f"{'assigns' if isinstance(node.ctx, ast.Store) else 'deletes'} "
                                 f"{_chain(node)}")
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
@@ -669,7 +788,8 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
 RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any other object they did not "
          "create (attributes, private ones included, may be set only on a method's own `self`, `ctx` or (in a classmethod) `cls`, "
          "the notebook's own objects (`PLAN = Plan()` of a plain class or dataclass it defines, if neither "
-         "name is ever bound to anything else) and PyTorch's `torch.backends` switches, and directly "
+         "name is ever bound to anything else), PyTorch's `torch.backends` switches and the `requires_grad` "
+         "and `grad` of a tensor the code made (`x = torch.randn(...)`, that name bound to nothing else), and directly "
          "(`self.x`, `self.cache[k]`, not `self.m.x`); a method that sets them is called on an instance, not "
          "through its class, a static method's first parameter is no `self`, an autograd.Function is called "
          "by `.apply`, and a class is only called, read or inherited from; no `sys.modules`, no other private `_` "
@@ -706,9 +826,10 @@ def refusal(source: str) -> str | None:
     return source[len(REFUSED):].split("\n", 1)[0].rstrip(".")
 
 
-def neutralize(source: str, modules: set, own: frozenset = frozenset(), classes: frozenset = frozenset()) -> tuple:
+def neutralize(source: str, modules: set, own: frozenset = frozenset(), classes: frozenset = frozenset(),
+               tensors: frozenset | None = frozenset()) -> tuple:
     """(source to grade, list of what was done) for one student cell."""
-    verdict = check_cell(source, modules, own, classes)
+    verdict = check_cell(source, modules, own, classes, tensors)
     if verdict.problems:
         why = "; ".join(verdict.problems)
         return (f"{REFUSED}{why}.\n# {RULES}\n"
@@ -723,7 +844,7 @@ def neutralize(source: str, modules: set, own: frozenset = frozenset(), classes:
         for line in source.splitlines():
             stripped = line.lstrip()
             # a line magic or shell line stays only if, alone, it is an allowed magic that passes the rules
-            if stripped.startswith(("!", "%")) and not check_cell(stripped, modules, own, classes).clean:
+            if stripped.startswith(("!", "%")) and not check_cell(stripped, modules, own, classes, tensors).clean:
                 kept.append(f"# removed before grading: {stripped}")
             else:
                 kept.append(line)
