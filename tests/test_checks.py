@@ -309,3 +309,23 @@ def test_an_error_in_the_student_s_code_shows_their_line_not_the_grading_machine
     message = str(failed.value)
     assert "return x.reshape(3, 7)" in message and "RuntimeError" in message
     assert "site-packages" not in message and "grader/student/checks.py" not in message
+
+
+@pytest.mark.parametrize("registers, shared, warps, capability, programs, limited_by", [
+    (16, 0, 4, (9, 0), 16, "warps"),              # a small kernel: the SM's 64 warps run out first
+    (32, 0, 1, (9, 0), 32, "programs"),           # one-warp programs: at most 32 resident
+    (255, 0, 8, (9, 0), 1, "registers"),          # 255 -> 8192 per warp (units of 256): 65536 / (8 x 8192)
+    (128, 160 * 1024, 8, (9, 0), 1, "shared memory"),   # 2 by registers, 1 by (160 + 1) KiB of 228
+    (96, 48 * 1024, 4, (9, 0), 4, "shared memory"),     # 228 KiB // 49 KiB = 4; registers would allow 5
+    (200, 0, 4, (7, 5), 2, "registers"),          # a T4: 200 -> 6400 per warp; 65536 // 25600 = 2
+])
+def test_occupancy_counts_what_runs_out_first(registers, shared, warps, capability, programs, limited_by):
+    from grader.hardware import occupancy
+    fit = occupancy(registers, shared, warps, capability)
+    assert (fit.programs, fit.limited_by) == (programs, limited_by)
+    assert fit.warps == programs * warps
+
+
+def test_occupancy_of_an_unknown_gpu_is_not_guessed():
+    from grader.hardware import occupancy
+    assert occupancy(32, 0, 4, (12, 0)) is None

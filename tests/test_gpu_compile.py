@@ -49,8 +49,12 @@ def add_and_sum(x, y):
 
 def test_kernels_with_helpers_and_constants_compile_for_the_grading_gpu(capsys):
     grader.check("day1.vector_add", add)
-    assert ("Triton compiles your kernels for the grading H100 (sm_90) and Colab's T4 (sm_75) too"
-            in capsys.readouterr().out)
+    out = capsys.readouterr().out
+    assert "Triton compiles your kernels for the grading H100 (sm_90) and Colab's T4 (sm_75) too" in out
+    # ... and says what the kernel asks of the H100's SMs, as ptxas compiled it
+    line = next(l for l in out.splitlines() if l.startswith("  `add_with_helper` on the grading H100 (sm_90): "))
+    assert "registers per thread" in line and "no spills" in line and "4 warps" in line, line
+    assert "one SM holds" in line and "occupancy" in line, line
 
 
 @triton.jit
@@ -73,7 +77,7 @@ def add_loosely(x, y):
 
 
 def test_the_compiler_s_message_from_inside_a_called_function_is_shown():
-    judged, failures = gpu_compile.check(_launches_of(add_loosely))
+    judged, failures, _ = gpu_compile.check(_launches_of(add_loosely))
     if not failures:
         pytest.skip(f"Triton {triton.__version__} accepts a plain global in a kernel")
     assert "LOOSE_SCALE" in failures[0][2], failures
@@ -134,7 +138,7 @@ def add_and_round_to_fp8(x, y):
 
 def test_a_kernel_a_t4_cannot_compile_is_said_and_costs_nothing(capsys):
     # fp8 e4m3 needs sm_89 or newer: fine on the grading H100, not on Colab's T4
-    judged, failures = gpu_compile.check(_launches_of(add_and_round_to_fp8))
+    judged, failures, _ = gpu_compile.check(_launches_of(add_and_round_to_fp8))
     if not failures:
         pytest.skip(f"Triton {triton.__version__} does not judge fp8 on sm_75 here")
     assert [f[1] for f in failures] == ["Colab's T4 (sm_75)"] and "fp8e4nv" in failures[0][2]
@@ -142,3 +146,10 @@ def test_a_kernel_a_t4_cannot_compile_is_said_and_costs_nothing(capsys):
     out = capsys.readouterr().out
     assert "`through_fp8` does not compile for Colab's T4 (sm_75)" in out and "costs no points" in out
     assert "compiles your kernels for the grading H100 (sm_90) too" in out
+
+
+def test_spilled_registers_are_named_with_what_helps():
+    lines = gpu_compile.describe_usage([{"kernel": "k", "target": "the grading H100 (sm_90)", "registers": 255,
+                                         "local_bytes": 96, "num_warps": 8, "shared": 0}])
+    assert "96 bytes per thread of local memory" in lines[0] and "smaller blocks" in lines[0]
+    assert "one SM holds 1 of its programs at once (8 warps, 12% occupancy, limited by registers)" in lines[0]

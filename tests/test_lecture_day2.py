@@ -216,6 +216,7 @@ def test_compile_for_gpu_vector_loads_need_divisible_sizes():
     assert aligned["ok"] and aligned["error"] is None and aligned["target"] == "sm_90"
     assert ".target sm_90" in aligned["ptx"] and ".reqntid 128" in aligned["ptx"]
     assert aligned["metadata"]["num_warps"] == 4 and aligned["metadata"]["shared"] == 0
+    assert aligned["metadata"]["registers"] > 0 and aligned["metadata"]["local_bytes"] == 0   # ptxas's, by cuobjdump
     lines = aligned["ptx"].splitlines()
     # 1024 elements / 128 threads = 8 per thread: 2 loads of 4 per input, 2 stores of 4, all predicated
     assert sum("@%p" in x and "ld.global.v4.b32" in x for x in lines) == 4

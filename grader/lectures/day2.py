@@ -411,7 +411,8 @@ def compile_for_gpu(kernel, *args, target: str = "sm_90", num_warps: int = 4, nu
         Path(folder, "spec.json").write_text(json.dumps(spec))
         env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TRITON_DEBUG")}
         try:
-            proc = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, folder], env=env, capture_output=True,
+            proc = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, folder,
+                                   str(Path(__file__).resolve().parents[2])], env=env, capture_output=True,
                                   text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             result["error"] = f"the compiler did not finish within {timeout} s"
@@ -456,21 +457,12 @@ except CompilationError as e:
 else:
     out["ok"] = True
     out["ptx"] = compiled.asm.get("ptx", "")
-    md = compiled.metadata
-    out["metadata"] = {k: getattr(md, k) for k in ("name", "num_warps", "num_stages", "shared")
-                       if hasattr(md, k)}
-    try:   # the machine code, and the registers per thread that ptxas gave it (cuobjdump, from the wheel)
-        import os, re, subprocess, tempfile
-        from triton.tools.disasm import get_sass, path_to_cuobjdump
+    sys.path.insert(1, sys.argv[2])   # where the grader is
+    from grader.student.gpu_compile import resource_usage
+    out["metadata"] = resource_usage(compiled)   # with the registers per thread ptxas gave it
+    try:   # the machine code (cuobjdump, from the wheel)
+        from triton.tools.disasm import get_sass
         out["sass"] = get_sass(compiled.asm["cubin"])
-        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-            f.write(compiled.asm["cubin"])
-        usage = subprocess.run([path_to_cuobjdump(), "-res-usage", f.name], capture_output=True, text=True).stdout
-        os.remove(f.name)
-        for key, field in (("registers", "REG"), ("local_bytes", "LOCAL")):
-            found = re.search(field + r":(\d+)", usage)
-            if found:
-                out["metadata"][key] = int(found.group(1))
     except Exception:
         pass
 (folder / "result.json").write_text(json.dumps(out))

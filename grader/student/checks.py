@@ -317,7 +317,7 @@ def _call_once(spec, fn, shape, dtype, device: str) -> None:
 def _compiles_for_the_gpu(spec, launches: list) -> None:
     """In the CPU interpreter: the kernels the check launched must also compile for the grading GPU; where
     they do not compile for a student's GPU (a T4), the check says so."""
-    judged, failures = gpu_compile.check(launches)
+    judged, failures, usage = gpu_compile.check(launches)
     for kernel, target, message in failures:
         if target in gpu_compile.GRADING_TARGETS:
             raise CheckFailed(f"{spec.title}: your kernel `{kernel}` runs in Triton's CPU interpreter, but Triton's "
@@ -332,6 +332,8 @@ def _compiles_for_the_gpu(spec, launches: list) -> None:
         compiled = [t for t in gpu_compile.TARGETS if t not in {f[1] for f in failures}]
         print(f"OK: {spec.title}: Triton compiles your kernels for {' and '.join(compiled)} too "
               f"(checked without a GPU).")
+        for line in gpu_compile.describe_usage(usage):
+            print(line)
 
 
 def credit(ratio: float, target: float) -> float:

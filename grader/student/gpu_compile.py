@@ -67,7 +67,8 @@ def enabled() -> bool:
 
 def check(launches: list) -> tuple:
     """(how many compiles were judged, [(kernel name, target name, the compiler's message) of each that
-    failed]). (0, []) when nothing could be judged."""
+    failed], [resource_usage of each kernel compiled for the grading GPU, with its kernel's name]).
+    (0, [], []) when nothing could be judged."""
     kernels, seen = {}, set()
     specs = []
     for kernel, args, kwargs in launches:
@@ -78,10 +79,10 @@ def check(launches: list) -> tuple:
         try:
             _collect(kernel, kernels)
         except (OSError, TypeError, SyntaxError, ValueError):
-            return 0, []    # the source cannot be had (a kernel typed at a prompt, say): no verdict
+            return 0, [], []    # the source cannot be had (a kernel typed at a prompt, say): no verdict
         specs.append({"kernel": kernel.fn.__name__, "args": args, "kwargs": kwargs})
     if not specs:
-        return 0, []
+        return 0, [], []
     return _compile_in_child(_module_text(kernels), specs)
 
 
@@ -97,15 +98,15 @@ def _compile_in_child(module: str, specs: list) -> tuple:
         Path(folder, "specs.json").write_text(json.dumps({"specs": specs, "targets": TARGETS}))
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         try:
-            proc = subprocess.run([sys.executable, "-c", _CHILD, folder], env=env, capture_output=True, text=True,
-                                  timeout=TIMEOUT_S)
+            proc = subprocess.run([sys.executable, "-c", _CHILD, folder, str(Path(__file__).resolve().parents[2])],
+                                  env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired):
-            return 0, []
+            return 0, [], []
     try:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
-        verdict = int(result["judged"]), [tuple(r) for r in result["failures"]]
+        verdict = int(result["judged"]), [tuple(r) for r in result["failures"]], list(result["usage"])
     except (ValueError, IndexError, KeyError, TypeError):
-        verdict = 0, []    # the child could not judge (no compiler back end here, say): no verdict
+        verdict = 0, [], []    # the child could not judge (no compiler back end here, say): no verdict
     _DONE[key] = verdict
     return verdict
 
@@ -145,6 +146,58 @@ def _def_source(fn) -> str:
     return "\n".join(lines[node.lineno - 1:])
 
 
+def resource_usage(compiled) -> dict:
+    """What a compiled kernel asks of the GPU, read without one: warps and shared memory per program
+    (Triton's metadata) and, where the cuobjdump that Triton's wheel ships is there, the registers per
+    thread that ptxas gave it and its local memory per thread (spilled registers, a stack)."""
+    import re
+    import subprocess
+    md = compiled.metadata
+    usage = {k: getattr(md, k) for k in ("name", "num_warps", "num_stages", "shared") if hasattr(md, k)}
+    try:
+        from triton.tools.disasm import path_to_cuobjdump
+        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+            f.write(compiled.asm["cubin"])
+        try:
+            said = subprocess.run([path_to_cuobjdump(), "-res-usage", f.name], capture_output=True, text=True,
+                                  timeout=60).stdout
+        finally:
+            os.remove(f.name)
+        for key, field in (("registers", "REG"), ("local_bytes", "LOCAL")):
+            found = re.search(field + r":(\d+)", said)
+            if found:
+                usage[key] = int(found.group(1))
+    except Exception:   # noqa: BLE001 - no cuobjdump, no cubin: the metadata alone
+        pass
+    return usage
+
+
+def describe_usage(usage: list, most: int = 4) -> list:
+    """A line per kernel (per distinct figures, at most `most`) saying what it asks of an SM of the grading
+    GPU and how many of its programs one SM then holds (grader.hardware.occupancy)."""
+    from grader.hardware import occupancy
+    lines, seen = [], set()
+    for u in usage:
+        figures = (u.get("kernel"), u.get("registers"), u.get("local_bytes"), u.get("num_warps"), u.get("shared"))
+        if figures in seen or u.get("num_warps") is None or len(lines) >= most:
+            continue
+        seen.add(figures)
+        kernel, registers, local, warps, shared = figures
+        _, arch, _ = TARGETS.get(u.get("target"), ("cuda", 90, 32))
+        parts = [f"{registers} registers per thread" if registers is not None else None,
+                 (f"{local} bytes per thread of local memory (registers spilled to memory, which is slow: "
+                  f"smaller blocks or fewer num_stages keep them in registers)" if local else "no spills")
+                 if local is not None else None,
+                 f"{warps} warps", f"{(shared or 0) / 1024:.0f} KiB of shared memory per program"]
+        line = f"  `{kernel}` on {u.get('target')}: " + ", ".join(p for p in parts if p)
+        fit = occupancy(registers, shared or 0, warps, divmod(arch, 10)) if registers is not None else None
+        if fit is not None:
+            line += (f"; one SM holds {fit.programs} of its programs at once ({fit.warps} warps, "
+                     f"{fit.fraction:.0%} occupancy, limited by {fit.limited_by})")
+        lines.append(line + ".")
+    return lines
+
+
 def _module_text(kernels: dict) -> str:
     header = ["import triton", "import triton.language as tl"]
     for _, globals_ in kernels.values():
@@ -160,18 +213,20 @@ import json, pathlib, sys, warnings
 warnings.simplefilter("ignore")
 folder = sys.argv[1]
 sys.path.insert(0, folder)
+sys.path.insert(1, sys.argv[2])   # where the grader is: resource_usage
 try:
+    from grader.student.gpu_compile import GRADING_TARGETS, resource_usage
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from triton.compiler.errors import CompilationError
     import student_kernels
 except Exception:
-    print(json.dumps({"judged": 0, "failures": []})); sys.exit(0)
+    print(json.dumps({"judged": 0, "failures": [], "usage": []})); sys.exit(0)
 setup = json.loads(pathlib.Path(folder, "specs.json").read_text())
 TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
          "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
-failures, judged = [], 0
+failures, judged, usage = [], 0, []
 for spec in setup["specs"]:
     fn = getattr(student_kernels, spec["kernel"])
     values = dict(zip(fn.arg_names, spec["args"]))
@@ -198,8 +253,8 @@ for spec in setup["specs"]:
         continue
     for target_name, target in setup["targets"].items():
         try:
-            triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
-                           target=GPUTarget(*target), options=options)
+            compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                                      target=GPUTarget(*target), options=options)
         except CompilationError as e:
             parts, cause = [str(e).strip()], e.__cause__
             while cause is not None and len(parts) < 4:  # the error inside a called @triton.jit function
@@ -214,5 +269,7 @@ for spec in setup["specs"]:
         except Exception:
             continue                        # the compiler's back end, not the student's code
         judged += 1
-print(json.dumps({"judged": judged, "failures": failures}))
+        if target_name in GRADING_TARGETS:
+            usage.append(dict(resource_usage(compiled), kernel=spec["kernel"], target=target_name))
+print(json.dumps({"judged": judged, "failures": failures, "usage": usage}))
 '''
