@@ -329,3 +329,25 @@ def test_occupancy_counts_what_runs_out_first(registers, shared, warps, capabili
 def test_occupancy_of_an_unknown_gpu_is_not_guessed():
     from grader.hardware import occupancy
     assert occupancy(32, 0, 4, (12, 0)) is None
+
+
+def test_a_launched_kernels_resource_usage_is_noted_and_said_in_the_speed_feedback():
+    from types import SimpleNamespace
+    from grader.checker.verdicts import _compiled_said
+    from grader.student.guard import CallRecord, _note_compiled
+    record = CallRecord()
+    kernel = SimpleNamespace(n_regs=168, n_spills=6, metadata=SimpleNamespace(name="matmul_kernel", num_warps=8,
+                                                                              shared=96 * 1024))
+    _note_compiled(record, kernel)
+    _note_compiled(record, None)          # the interpreter's launches return nothing: no figures, no error
+    assert record.compiled == {"matmul_kernel": {"registers": 168, "local_bytes": 24, "num_warps": 8,
+                                                 "shared": 96 * 1024}}
+    dev = SimpleNamespace(name="NVIDIA H100 80GB HBM3", capability=(9, 0))
+    lines = _compiled_said([dict(u, kernel=k) for k, u in record.compiled.items()], dev)
+    assert lines[0] == "  what your kernels ask of each SM:"
+    assert lines[1].startswith("  `matmul_kernel`: 168 registers per thread, 24 bytes per thread of local memory")
+    assert "one SM holds 1 of its programs at once (8 warps, 12% occupancy, limited by registers)" in lines[1]
+    # the kernel's process reports them: anything not of that form is left out, and nothing breaks
+    assert _compiled_said([{"kernel": "k", "registers": -1, "local_bytes": 0, "num_warps": 4, "shared": 0},
+                           {"kernel": 3}, "x"], dev) == []
+    assert _compiled_said({"not": "a list"}, dev) == []

@@ -30,6 +30,10 @@ def test_an_honest_function_and_the_baseline_are_timed_by_the_same_clock(tmp_pat
     assert timer.MIN_ROUNDS <= len(measured["yours"]) == len(measured["baseline"]) <= timer.MAX_ROUNDS + 2
     assert all(ms > 0 for ms in measured["yours"] + measured["baseline"])
     assert timer.MIN_SETS <= measured["calls_per_batch"] <= timer.MAX_SETS
+    # what the kernel asked of an SM, for the feedback: only a GPU's driver loads a compiled kernel
+    assert bool(handed["compiled"]) == DEVICE.is_gpu, handed
+    if DEVICE.is_gpu:
+        assert {"registers", "local_bytes", "num_warps", "shared", "kernel"} <= set(handed["compiled"][0])
 
 
 def _add_reading_a_value(x, y):

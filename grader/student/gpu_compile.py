@@ -183,14 +183,14 @@ def describe_usage(usage: list, most: int = 4) -> list:
             continue
         seen.add(figures)
         kernel, registers, local, warps, shared = figures
-        _, arch, _ = TARGETS.get(u.get("target"), ("cuda", 90, 32))
+        capability = u.get("capability") or divmod(TARGETS.get(u.get("target"), ("cuda", 90, 32))[1], 10)
         parts = [f"{registers} registers per thread" if registers is not None else None,
                  (f"{local} bytes per thread of local memory (registers spilled to memory, which is slow: "
                   f"smaller blocks or fewer num_stages keep them in registers)" if local else "no spills")
                  if local is not None else None,
                  f"{warps} warps", f"{(shared or 0) / 1024:.0f} KiB of shared memory per program"]
         line = f"  `{kernel}` on {u.get('target')}: " + ", ".join(p for p in parts if p)
-        fit = occupancy(registers, shared or 0, warps, divmod(arch, 10)) if registers is not None else None
+        fit = occupancy(registers, shared or 0, warps, capability) if registers is not None else None
         if fit is not None:
             line += (f"; one SM holds {fit.programs} of its programs at once ({fit.warps} warps, "
                      f"{fit.fraction:.0%} occupancy, limited by {fit.limited_by})")

@@ -58,6 +58,9 @@ class CallRecord:
     device_moves: list = field(default_factory=list)  # copies between devices (e.g. .cpu())
     side_streams: int = 0                              # launches on a stream other than the caller's
     kernels: Counter = field(default_factory=Counter)  # launches by Triton kernel name
+    # On a GPU: what each compiled kernel asks of an SM (registers, spills, warps, shared memory), told in
+    # the speed feedback; never part of a verdict
+    compiled: dict = field(default_factory=dict)
     # In the CPU interpreter: (kernel, its arguments described) of each launch, to compile for a GPU
     interpreted: list = field(default_factory=list)
 
@@ -429,10 +432,26 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 _compile_candidates(self, args, kwargs)
                 tuning = _tuned_quickly(self)
             with _hooks_watched(self, watcher), tuning:
-                return original(self, *args, **kwargs)
+                launched = original(self, *args, **kwargs)
+            if counts and not kwargs.get("warmup", False):
+                _note_compiled(record, launched)
+            return launched
         finally:
             watcher.in_triton = depth
     return run
+
+
+def _note_compiled(record, kernel) -> None:
+    """A launched kernel's resource usage, as the driver loaded it (Triton's CompiledKernel: n_regs, and
+    n_spills, which Triton counts in 4-byte words of local memory), for the speed feedback."""
+    try:
+        name = str(kernel.metadata.name)
+        if name not in record.compiled and len(record.compiled) < 8:
+            record.compiled[name] = {"registers": int(kernel.n_regs), "local_bytes": 4 * int(kernel.n_spills),
+                                     "num_warps": int(kernel.metadata.num_warps),
+                                     "shared": int(kernel.metadata.shared)}
+    except Exception:   # noqa: BLE001 - the interpreter's launches, another Triton: no figures, nothing else
+        pass
 
 
 def _is_autotuner(launcher) -> bool:

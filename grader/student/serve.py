@@ -177,11 +177,12 @@ def _host_waits(waits: list):
         cuda.synchronize, cuda.Stream.synchronize, cuda.Event.synchronize = kept
 
 
-def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list) -> tuple:
+def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list, compiled: dict) -> tuple:
     """One timed call of the student's function under the guard (all of it but poisoned allocations,
     which are GPU work the clock would time: its Python runs before the clock starts, while the GPU
     waits for the start signal), with the checks only this process can make. The names of the Triton
-    kernels it launched are added to `launched`; values it read back to the host, to `waits`."""
+    kernels it launched are added to `launched`, their resource usage to `compiled`; values it read back
+    to the host, to `waits`."""
     stream = torch.cuda.current_stream() if on_gpu else None
     for t in args:   # as an in-place write would: a cache that watches version counters misses
         if isinstance(t, torch.Tensor):
@@ -189,6 +190,8 @@ def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list) -> t
     with watch(poison=False, also_allowed=spec.also_allowed, tune_briefly=False) as record:
         out = _plain(spec, _as_tuple(fn(*args)), "a timed call")
     launched.update(record.kernels)
+    for name, usage in record.compiled.items():
+        compiled.setdefault(name, usage)
     if record.values_read or record.device_moves:
         waits.append("a value read back")
     if on_gpu and torch.cuda.current_stream() != stream:
@@ -261,6 +264,7 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
     spec = exercises.get(key)
     outputs, failure, clock, start = [], None, None, None
     launched = Counter()   # the student's Triton kernels by name, over every timed call
+    compiled = {}          # what each asks of an SM (guard.CallRecord.compiled): said in the feedback
     try:
         clock = _Clock(clock_path)
         integrity.no_event_hooks()
@@ -286,7 +290,7 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
                     outputs = []
                     for i, waited in zip(message["order"], waits):
                         with _host_waits(waited):
-                            outputs.append(_one_call(spec, fn, sets[i], on_gpu, launched, waited))
+                            outputs.append(_one_call(spec, fn, sets[i], on_gpu, launched, waited, compiled))
                 if on_gpu:
                     event.record(torch.cuda.current_stream())
                 # (the first call may tune or load a kernel, once: the others say what every call does)
@@ -296,7 +300,7 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
                 # One call outside the clock under PyTorch's profiler: the GPU itself says which kernels
                 # ran. A function that computes with Triton only while it is watched shows cuBLAS here.
                 with gpu_profile() if on_gpu else contextlib.nullcontext([]) as ran:
-                    _one_call(spec, fn, sets[message["set"]], on_gpu, launched, [])
+                    _one_call(spec, fn, sets[message["set"]], on_gpu, launched, [], compiled)
                 clock.send({"op": "profiled"})
             elif message.get("op") == "end":
                 break
@@ -324,7 +328,7 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
                 clock.send({"op": "failed", "message": failure})
         _failed(folder, request, failure)
     else:
-        _write(folder, request, {"ok": True})
+        _write(folder, request, {"ok": True, "compiled": [dict(u, kernel=k) for k, u in list(compiled.items())[:8]]})
     if clock is not None:
         clock.sock.close()
 
