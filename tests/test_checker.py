@@ -149,6 +149,35 @@ AUTOTUNED = ('@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 256}, num_w
                      add_kernel[lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)](x, y, out, n_elements)
                      return out
                  '''))
+# PyTorch's documented way to wrap a Triton kernel as an operator (torch.library.triton_op, wrap_triton)
+TRITON_OP = textwrap.dedent(KERNEL) + textwrap.dedent('''
+
+    @torch.library.triton_op("student_course::add", mutates_args={})
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        torch.library.wrap_triton(add_kernel)[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK_SIZE=1024)
+        return out
+    ''')
+
+
+def _wrap_triton_takes_interpreted_kernels() -> bool:
+    """Whether this PyTorch's wrap_triton launches a kernel of Triton's CPU interpreter (2.7's refuses:
+    there an honest triton_op notebook fails on the CPU as it would in the student's own notebook)."""
+    if DEVICE.is_gpu:
+        return True
+    import triton
+    from torch.library import wrap_triton
+
+    @triton.jit
+    def probe(x_ptr):
+        pass
+    try:
+        wrap_triton(probe)[(1,)](torch.zeros(1))
+        return True
+    except Exception:   # noqa: BLE001 - what PyTorch says is its own business here
+        return False
+
+
 WRONG_ADD = {"tl.store(out_ptr + offsets, x + y, mask=mask)": "tl.store(out_ptr + offsets, x - y, mask=mask)"}
 SEED = "424242"
 
@@ -240,6 +269,7 @@ def _class():
         # Triton's driver), an autotuned kernel, debugging prints inside the graded function
         "tutorial_01": ("vector_add", answered(TUTORIAL_01), {"test_add_correct": 3}),
         "autotuned": ("vector_add", answered(AUTOTUNED), {"test_add_correct": 3}),
+        "triton_op": ("vector_add", answered(TRITON_OP), {"test_add_correct": 3 if WRAP_TRITON_HERE else 0}),
         "prints": ("vector_add", answered(textwrap.dedent(KERNEL) + textwrap.dedent("""
             def add(x, y):
                 out = torch.empty_like(x)
@@ -344,6 +374,9 @@ def _class():
         # answers copied for the visible cases only: the checker's random cases catch them
         "tabulated": ("predict_runtime", tabulated, {"test_predict_add_model": 0, "test_predict_mul_add_model": 1}),
     }
+
+
+WRAP_TRITON_HERE = _wrap_triton_takes_interpreted_kernels()
 
 
 # Submissions graded without the submission rules: the rules refuse the route they take to the kernel's
