@@ -424,3 +424,31 @@ def test_a_new_tensors_autograd_flags_may_be_set(cells):
 def test_autograd_flags_are_set_on_new_tensors_only(cells):
     assert any(p.startswith(("assigns x.", "deletes x.", "assigns torch.")) for p in _tensor_verdict(*cells).problems), \
         _tensor_verdict(*cells)
+
+
+# An instance of the notebook's own plain class made inside a function, as helper code does.
+LOCAL_PLAN = "def launch(x):\n    plan = Plan()\n    plan.block = 1024\n    plan._grid = (x.numel() // plan.block,)\n" \
+             "    return plan"
+
+
+@pytest.mark.parametrize("cells", [
+    [PLAN_CLASS, LOCAL_PLAN],
+    [PLAN_CLASS, "def outer():\n    plan = Plan()\n    def inner():\n        plan.calls += 1\n    inner()"],
+])
+def test_a_functions_own_instance_may_have_its_attributes_set(cells):
+    assert _tensor_verdict(*cells).clean, _tensor_verdict(*cells)
+
+
+@pytest.mark.parametrize("cells", [
+    # the name is also bound to something else in that function, or is a parameter
+    [PLAN_CLASS, "import torch\ndef f():\n    plan = Plan()\n    plan = torch.cuda\n    plan.synchronize = print"],
+    [PLAN_CLASS, "def f(plan):\n    plan.x = 1"],
+    [PLAN_CLASS, "import torch\ndef f():\n    for plan in [torch.cuda]:\n        plan.synchronize = print"],
+    # the class is not a plain one of the notebook's: its name is bound to something else too
+    [PLAN_CLASS, "import torch\ndef Plan():\n    return torch.cuda", "def f():\n    plan = Plan()\n    plan.synchronize = print"],
+    # through an attribute of one's own object, not directly on it
+    [PLAN_CLASS, "import torch\ndef f():\n    plan = Plan()\n    plan.m = torch.cuda\n    plan.m.synchronize = print"],
+])
+def test_a_functions_name_is_its_own_instance_only_when_bound_to_nothing_else(cells):
+    assert any(p.startswith(("assigns plan.", "assigns Plan")) for p in _tensor_verdict(*cells).problems), \
+        _tensor_verdict(*cells)

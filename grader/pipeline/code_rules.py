@@ -186,14 +186,10 @@ def imported_names(sources) -> set:
     return names
 
 
-def own_objects(sources) -> frozenset:
-    """Names that the notebook binds only, at the top level of its cells, to a new instance of a class
-    it defines (`PLAN = Plan()`), and never to anything else anywhere (no other assignment, parameter,
-    import, loop or `global`): objects of its own, whose attributes it may set like `self`'s."""
-    trees = list(_trees(sources))
-    # Plain classes: no decorator but @dataclass, no metaclass or __new__ (any of which could make
-    # `Plan()` return a module), no base but object or another such class, and a name that nothing but
-    # its class statements binds (`def Plan(): return some_module` after it would).
+def _plain_classes(trees) -> set:
+    """The notebook's plain classes: no decorator but @dataclass, no metaclass or __new__ (any of which
+    could make `Plan()` return a module), no base but object or another such class, and a name that
+    nothing but its class statements binds (`def Plan(): return some_module` after it would)."""
     defined = {node.name: node for tree in trees for node in tree.body if isinstance(node, ast.ClassDef)}
     rebound = {name for tree in trees for node in ast.walk(tree) if not isinstance(node, ast.ClassDef)
                for name in _bound_names(node)} | \
@@ -210,6 +206,15 @@ def own_objects(sources) -> frozenset:
                     and all(isinstance(b, ast.Name) and (b.id == "object" or b.id in classes) for b in node.bases):
                 classes.add(name)
                 changed = True
+    return classes
+
+
+def own_objects(sources) -> frozenset:
+    """Names that the notebook binds only, at the top level of its cells, to a new instance of a class
+    it defines (`PLAN = Plan()`), and never to anything else anywhere (no other assignment, parameter,
+    import, loop or `global`): objects of its own, whose attributes it may set like `self`'s."""
+    trees = list(_trees(sources))
+    classes = _plain_classes(trees)
     made, other = set(), set()
     for tree in trees:
         instances = set()   # the targets of `NAME = OwnClass(...)` at the top level
@@ -278,10 +283,11 @@ def _in_scope(nodes):
             stack += ast.iter_child_nodes(node)
 
 
-def _scope_tensors(nodes, params=()) -> tuple:
-    """(names bound in a scope, those bound there only by `name = <a new tensor>`)."""
+def _scope_made(nodes, params=(), makes=_makes_tensor) -> tuple:
+    """(names bound in a scope, those bound there only by `name = <what makes(value) accepts>`: a new
+    tensor, or an instance of the notebook's own plain class)."""
     nodes = list(_in_scope(nodes))
-    made = {id(t) for n in nodes if isinstance(n, ast.Assign) and _makes_tensor(n.value)
+    made = {id(t) for n in nodes if isinstance(n, ast.Assign) and makes(n.value)
             and all(isinstance(t, ast.Name) for t in n.targets) for t in n.targets}
     bound, other = set(params), set(params)
     for n in nodes:
@@ -317,19 +323,19 @@ def own_tensors(sources) -> frozenset | None:
         return None
     bound, tensors = set(), set()
     for tree in trees:
-        b, t = _scope_tensors(tree.body)
+        b, t = _scope_made(tree.body)
         bound |= b
         tensors |= t
     declared = {name for tree in trees for n in ast.walk(tree) if isinstance(n, (ast.Global, ast.Nonlocal))
                 for name in n.names}
-    rebound = {name for tree in trees for b, t in [_scope_tensors(tree.body)] for name in b - t}
+    rebound = {name for tree in trees for b, t in [_scope_made(tree.body)] for name in b - t}
     return frozenset(tensors - rebound - declared)
 
 
-def _tensor_uses(tree, top_level: frozenset | None) -> set:
-    """The ast.Name nodes (ids) of a cell that name a tensor of the notebook's own: bound in their own
-    function only to new tensors, or, where their function binds nothing of that name, in the one
-    around it or at the top level (top_level: own_tensors)."""
+def _made_uses(tree, top_level: frozenset | None, makes=_makes_tensor) -> set:
+    """The ast.Name nodes (ids) of a cell that name an object the notebook made (`makes`: a new tensor by
+    default): bound in their own function only to such objects, or, where their function binds nothing
+    of that name, in the one around it or at the top level (top_level: own_tensors, say)."""
     uses = set()
 
     def visit(nodes, scopes):
@@ -344,13 +350,13 @@ def _tensor_uses(tree, top_level: frozenset | None) -> set:
                 a = node.args
                 params = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x]
                 body = node.body if isinstance(node.body, list) else [node.body]
-                visit(body, scopes + [_scope_tensors(body, params)])
+                visit(body, scopes + [_scope_made(body, params, makes)])
             elif isinstance(node, ast.ClassDef):
-                visit(node.body, scopes + [(_scope_tensors(node.body)[0], set())])   # refused there: simpler
+                visit(node.body, scopes + [(_scope_made(node.body)[0], set())])   # refused there: simpler
 
-    if top_level is None or not _torch_is_torch([tree]):
+    if top_level is None or (makes is _makes_tensor and not _torch_is_torch([tree])):
         return uses
-    visit(tree.body, [(set(_scope_tensors(tree.body)[0]) | set(top_level), set(top_level))])
+    visit(tree.body, [(set(_scope_made(tree.body, (), makes)[0]) | set(top_level), set(top_level))])
     return uses
 
 
@@ -434,8 +440,10 @@ def _binds(function, name) -> bool:
 def notebook_classes(sources) -> frozenset:
     """The classes the notebook defines, and as "Class.method" their methods whose first parameter is
     `self` or `ctx` (whose attributes such a method may set): what a cell may not call through a class."""
-    found = set()
-    for tree in _trees(sources):
+    trees = list(_trees(sources))
+    # and as "Plan()" the plain ones (own_objects), whose instances a function may make and set like self
+    found = {f"{name}()" for name in _plain_classes(trees)}
+    for tree in trees:
         for c in ast.walk(tree):
             if isinstance(c, ast.ClassDef):
                 found.add(c.name)
@@ -453,7 +461,7 @@ def _methods_reached_through_a_class(tree, classes: frozenset) -> list:
     `p.__class__.put`, `getattr(Plan, "put")`, or the class under another name): that sets attributes
     of any object. Through an instance (`p.put(v)`, `self.put(v)`) it is the object's own, and so it is
     when called through a class with a method's own `self` (`Base.__init__(self)`, older code's super())."""
-    found = classes | notebook_classes([ast.unparse(tree)])
+    found = {name for name in classes | notebook_classes([ast.unparse(tree)]) if not name.endswith("()")}
     selves = _method_selves(tree)
     on_own_self = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args
                    and isinstance(n.args[0], ast.Name) and id(n.args[0]) in selves}
@@ -680,7 +688,7 @@ def _settable_root(node, selves, settable) -> bool:
 
 def _own_name(name, selves, settable) -> bool:
     """A name bound to an object of the notebook's own: a method's own `self`/`ctx`, or an own object."""
-    return id(name) in selves if name.id in SETTABLE_ROOTS else name.id in settable
+    return id(name) in selves if name.id in SETTABLE_ROOTS else (name.id in settable or id(name) in selves)
 
 
 def _own_attribute(node, selves, settable) -> bool:
@@ -713,7 +721,12 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
     problems += _bindings_and_protocols(tree)
     problems += _methods_reached_through_a_class(tree, classes)
     selves = _method_selves(tree)
-    tensor_uses = _tensor_uses(tree, tensors)
+    tensor_uses = _made_uses(tree, tensors)
+    # A function's own instance of a plain class of the notebook's (`plan = Plan()` in that function, the
+    # name bound to nothing else there) is set like `self`; the top level's are `settable` (own_objects).
+    plain = {c[:-2] for c in classes if c.endswith("()")}
+    selves |= _made_uses(tree, frozenset(), lambda v: isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
+                         and v.func.id in plain)
     # `grader` may be read only as `grader.<public function>` (getattr with the name written out
     # included): bound to another name or passed along, it leads to the grader's modules.
     public_uses = {id(node.value) for node in ast.walk(tree)
@@ -787,8 +800,8 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
 
 RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any other object they did not "
          "create (attributes, private ones included, may be set only on a method's own `self`, `ctx` or (in a classmethod) `cls`, "
-         "the notebook's own objects (`PLAN = Plan()` of a plain class or dataclass it defines, if neither "
-         "name is ever bound to anything else), PyTorch's `torch.backends` switches and the `requires_grad` "
+         "the notebook's own objects (`PLAN = Plan()` at the top level, or `plan = Plan()` in a function, of a "
+         "plain class or dataclass it defines, if neither name is bound to anything else there), PyTorch's `torch.backends` switches and the `requires_grad` "
          "and `grad` of a tensor the code made (`x = torch.randn(...)`, that name bound to nothing else), and directly "
          "(`self.x`, `self.cache[k]`, not `self.m.x`); a method that sets them is called on an instance, not "
          "through its class, a static method's first parameter is no `self`, an autograd.Function is called "
