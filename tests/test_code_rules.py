@@ -452,3 +452,16 @@ def test_a_functions_own_instance_may_have_its_attributes_set(cells):
 def test_a_functions_name_is_its_own_instance_only_when_bound_to_nothing_else(cells):
     assert any(p.startswith(("assigns plan.", "assigns Plan")) for p in _tensor_verdict(*cells).problems), \
         _tensor_verdict(*cells)
+
+
+@pytest.mark.parametrize("cells", [
+    # rebound out of the scope's sight: by an inner function's nonlocal, or a walrus in an annotation
+    [PLAN_CLASS, "import torch\ndef f():\n    plan = Plan()\n    def g():\n        nonlocal plan\n"
+                 "        plan = torch.cuda\n    g()\n    plan.synchronize = print"],
+    ["import torch\ndef f():\n    x = torch.randn(3)\n    def g():\n        nonlocal x\n        x = torch.autograd\n"
+     "    g()\n    x.grad = print"],
+    ["import torch\nx = torch.randn(3)\ndef f(a: (x := torch.autograd) = None):\n    pass\nx.grad = print"],
+])
+def test_a_name_rebound_out_of_its_scopes_sight_is_not_a_made_object(cells):
+    assert any(p.startswith(("assigns plan.", "assigns x.")) for p in _tensor_verdict(*cells).problems), \
+        _tensor_verdict(*cells)

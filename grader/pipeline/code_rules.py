@@ -274,7 +274,11 @@ def _in_scope(nodes):
         node = stack.pop()
         yield node
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            stack += node.decorator_list + node.args.defaults + [d for d in node.args.kw_defaults if d]
+            # decorators, defaults and annotations are evaluated here (a walrus in one binds here)
+            a = node.args
+            stack += node.decorator_list + a.defaults + [d for d in a.kw_defaults if d] + \
+                [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]
+                 if x is not None and x.annotation is not None] + ([node.returns] if node.returns else [])
         elif isinstance(node, ast.ClassDef):
             stack += node.decorator_list + node.bases + [k.value for k in node.keywords]
         elif isinstance(node, ast.Lambda):
@@ -337,13 +341,15 @@ def _made_uses(tree, top_level: frozenset | None, makes=_makes_tensor) -> set:
     default): bound in their own function only to such objects, or, where their function binds nothing
     of that name, in the one around it or at the top level (top_level: own_tensors, say)."""
     uses = set()
+    # A name that a function declares nonlocal or global may be rebound there, out of its scope's sight.
+    declared = {name for n in ast.walk(tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
 
     def visit(nodes, scopes):
         for node in _in_scope(nodes):
             if isinstance(node, ast.Name):
                 for bound, tensors in reversed(scopes):
                     if node.id in bound:
-                        if node.id in tensors:
+                        if node.id in tensors and node.id not in declared:
                             uses.add(id(node))
                         break
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
