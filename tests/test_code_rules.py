@@ -465,3 +465,53 @@ def test_a_functions_name_is_its_own_instance_only_when_bound_to_nothing_else(ce
 def test_a_name_rebound_out_of_its_scopes_sight_is_not_a_made_object(cells):
     assert any(p.startswith(("assigns plan.", "assigns x.")) for p in _tensor_verdict(*cells).problems), \
         _tensor_verdict(*cells)
+
+
+def _notebook_refused(cells) -> list:
+    """Each cell's problems, with the notebook's facts computed as submissions.sanitize does."""
+    facts = (code_rules.imported_names(cells), code_rules.own_objects(cells), code_rules.notebook_classes(cells),
+             code_rules.own_tensors(cells))
+    return [code_rules.check_cell(c, *facts).problems for c in cells]
+
+
+# A third red team's routes past the made-object allowances and to setattr by another name: each notebook
+# ran to the end and changed torch.autograd.grad, torch.cuda or torch.Tensor before these rules.
+@pytest.mark.parametrize("cells", [
+    # a magic's code binds names in the notebook as a plain line does
+    ["import torch", "x = torch.randn(3)", "%time x = torch.autograd", "x.grad = print"],
+    ["class Plan:\n    pass", "PLAN = Plan()", "import torch\n%time PLAN = torch.cuda", "PLAN.synchronize = print"],
+    ["import torch\nx = torch.randn(3)", "%%time\nx = torch.autograd\nx.grad = print"],
+    # setattr by another name: functools copies attributes and a __dict__ onto any object
+    ["import torch, functools, types\nfunctools.update_wrapper(torch.autograd, types.SimpleNamespace(grad=print), "
+     "('grad',), ())"],
+    ["import torch, functools, types\nfunctools.wraps(types.SimpleNamespace(synchronize=print))(torch.cuda)"],
+    ["import torch, types\nfrom functools import wraps as w\nw(types.SimpleNamespace(synchronize=print))(torch.cuda)"],
+    ["import argparse, torch\nargparse.ArgumentParser().parse_args([], namespace=torch.cuda)"],
+    # a star import rebinds names no rule sees
+    ["import torch", "Tensor = torch.zeros(1)", "from torch.nn.functional import *",
+     "Tensor.grad = property(lambda self: 42)"],
+    # a class that is not plain after all: a decorator of the notebook's own, a second class statement
+    # out of the top level, a name an import rebinds, a rebound `object`
+    ["import torch\ndef dataclass(c):\n    return lambda: torch.cuda", "@dataclass\nclass Plan:\n    pass",
+     "def f():\n    plan = Plan()\n    plan.synchronize = print\nf()"],
+    ["import torch\nclass Plan:\n    pass", "if True:\n    class Plan:\n        def __new__(cls):\n"
+     "            return torch.cuda", "def f():\n    plan = Plan()\n    plan.synchronize = print\nf()"],
+    ["class cast:\n    pass", "import torch\nfrom typing import cast",
+     "def f():\n    p = cast(None, torch.autograd)\n    p.grad = print\nf()"],
+    ["import torch\nclass Base:\n    def __new__(cls):\n        return torch.cuda", "object = Base",
+     "class Plan(object):\n    pass", "def f():\n    p = Plan()\n    p.synchronize = print\nf()"],
+])
+def test_routes_past_the_made_object_allowances_are_refused(cells):
+    assert any(_notebook_refused(cells)), cells
+
+
+@pytest.mark.parametrize("cells", [
+    ["import functools\ndef traced(f):\n    @functools.wraps(f)\n    def wrapper(*args):\n        return f(*args)\n"
+     "    return wrapper"],
+    ["from dataclasses import dataclass\n@dataclass\nclass Stats:\n    calls: int = 0",
+     "def f():\n    s = Stats()\n    s.calls += 1\n    return s"],
+    # `import torch.nn` binds torch to torch: a new tensor stays one
+    ["import torch\nimport torch.nn", "x = torch.randn(3)\nx.requires_grad = True"],
+])
+def test_honest_decorators_dataclasses_and_submodule_imports_still_pass(cells):
+    assert not any(_notebook_refused(cells)), _notebook_refused(cells)

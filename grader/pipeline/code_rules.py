@@ -13,6 +13,7 @@ None of this is needed to write a kernel. The rules, in the words the student se
 from __future__ import annotations
 
 import ast
+from collections import Counter
 import functools
 from dataclasses import dataclass, field
 
@@ -35,6 +36,8 @@ FORBIDDEN_MODULES = frozenset({"builtins", "importlib", "ctypes", "gc", "inspect
                                # modules that start a program by another route (a red team started a
                                # detached Python through webbrowser's "browser" command)
                                "webbrowser", "_posixsubprocess",
+                               # one that sets attributes on any object it is handed (a parser's namespace)
+                               "argparse",
                                # NumPy's ways to raw memory: ctypes, and views with any strides
                                "ctypeslib", "stride_tricks"})
 # Attribute and imported names that run code or start processes by another route: a process (os.system,
@@ -43,7 +46,9 @@ FORBIDDEN_MODULES = frozenset({"builtins", "importlib", "ctypes", "gc", "inspect
 FORBIDDEN_CALLS = frozenset({"system", "popen", "fork", "forkpty", "execv", "execve", "execl", "execle", "execlp",
                              "execlpe", "execvp", "execvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv",
                              "spawnve", "spawnvp", "spawnvpe", "posix_spawn", "posix_spawnp", "startfile",
-                             "cpp_extension", "load_inline", "CodeType", "FunctionType", "hub"})
+                             "cpp_extension", "load_inline", "CodeType", "FunctionType", "hub",
+                             # copies attributes (and a __dict__) onto any object: setattr by another name
+                             "update_wrapper"})
 FORBIDDEN_KEYWORDS = frozenset({"weights_only", "allow_pickle"})
 # operator's ways to reach attributes by name: allowed, as getattr is, with public names written out.
 NAMED_GETTERS = frozenset({"attrgetter", "methodcaller"})
@@ -168,12 +173,22 @@ def _parses(code: str) -> bool:
 
 
 def _trees(sources):
-    """The syntax tree of each cell that parses (one that does not is refused by check_cell)."""
+    """The syntax tree of each cell that parses (one that does not is refused by check_cell), and of the
+    code its magics run (`%time x = ...` binds `x` in the notebook as a plain line would)."""
     for source in sources:
         try:
-            yield ast.parse(_python_of(source))
+            tree = ast.parse(_python_of(source))
         except SyntaxError:
             continue
+        yield tree
+        yield from _magic_trees(tree)
+
+
+def _magic_trees(tree):
+    for node in ast.walk(tree):
+        magic = _magic_call(node)
+        if magic is not None and magic[0] != "system" and isinstance(magic[2], str):
+            yield from _trees([magic[2]])
 
 
 def imported_names(sources) -> set:
@@ -191,19 +206,26 @@ def _plain_classes(trees) -> set:
     could make `Plan()` return a module), no base but object or another such class, and a name that
     nothing but its class statements binds (`def Plan(): return some_module` after it would)."""
     defined = {node.name: node for tree in trees for node in tree.body if isinstance(node, ast.ClassDef)}
+    statements = Counter(node.name for tree in trees for node in ast.walk(tree) if isinstance(node, ast.ClassDef))
     rebound = {name for tree in trees for node in ast.walk(tree) if not isinstance(node, ast.ClassDef)
                for name in _bound_names(node)} | \
               {node.id for tree in trees for node in ast.walk(tree)
-               if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
+               if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)} | \
+              {(a.asname or a.name).split(".")[0] for tree in trees for node in ast.walk(tree)
+               if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names} | \
+              {name for name, n in statements.items() if n > 1}    # a second class statement, anywhere
+    dataclass_ok = _dataclass_names_are_dataclasses(trees)
     classes, changed = set(), True
     while changed:
         changed = False
         for name, node in defined.items():
-            if name not in classes and name not in rebound and all(map(_is_dataclass, node.decorator_list)) \
+            if name not in classes and name not in rebound \
+                    and all(dataclass_ok and _is_dataclass(d) for d in node.decorator_list) \
                     and not node.keywords \
                     and not any(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name == "__new__"
                                 for b in node.body) \
-                    and all(isinstance(b, ast.Name) and (b.id == "object" or b.id in classes) for b in node.bases):
+                    and all(isinstance(b, ast.Name) and (b.id == "object" and "object" not in rebound
+                                                         or b.id in classes) for b in node.bases):
                 classes.add(name)
                 changed = True
     return classes
@@ -310,7 +332,7 @@ def _torch_is_torch(trees) -> bool:
         for n in ast.walk(tree):
             if isinstance(n, (ast.Import, ast.ImportFrom)):
                 if any((a.asname or a.name).split(".")[0] == "torch" and not (isinstance(n, ast.Import)
-                       and a.name == "torch" and a.asname is None) for a in n.names):
+                       and a.name.split(".")[0] == "torch" and a.asname is None) for a in n.names):
                     return False
             elif "torch" in ([n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
                              else list(_bound_names(n))):
@@ -364,6 +386,25 @@ def _made_uses(tree, top_level: frozenset | None, makes=_makes_tensor) -> set:
         return uses
     visit(tree.body, [(set(_scope_made(tree.body, (), makes)[0]) | set(top_level), set(top_level))])
     return uses
+
+
+def _dataclass_names_are_dataclasses(trees) -> bool:
+    """`dataclass` and `dataclasses` are bound, if at all, only by `from dataclasses import dataclass` and
+    `import dataclasses` (a notebook's own `def dataclass` could return anything)."""
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
+                    bound = (a.asname or a.name).split(".")[0]
+                    if bound in ("dataclass", "dataclasses") and not (
+                            a.asname is None and (isinstance(node, ast.Import) and a.name == "dataclasses"
+                                                  or isinstance(node, ast.ImportFrom) and node.module == "dataclasses"
+                                                  and a.name == "dataclass")):
+                        return False
+            elif {"dataclass", "dataclasses"} & set([node.id] if isinstance(node, ast.Name)
+                                                    and not isinstance(node.ctx, ast.Load) else _bound_names(node)):
+                return False
+    return True
 
 
 def _is_dataclass(decorator) -> bool:
@@ -582,6 +623,11 @@ def _is_magic_target(node) -> bool:
 
 def _bindings_and_protocols(tree) -> list:
     problems = []
+    # `@functools.wraps(f)` / `@wraps(f)` written on a def: the only place wraps may appear
+    decorating = {id(d.func) for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  for d in n.decorator_list if isinstance(d, ast.Call)
+                  and (isinstance(d.func, ast.Name) and d.func.id == "wraps"
+                       or isinstance(d.func, ast.Attribute) and d.func.attr == "wraps")}
     # (class name, first parameter) of every method, for the two-argument super() check
     # operator.attrgetter / methodcaller called directly (their names are checked below); passed
     # around or aliased, they would be getattr under another name
@@ -606,8 +652,17 @@ def _bindings_and_protocols(tree) -> list:
         elif isinstance(node, ast.alias) and \
                 set(node.name.split(".")) & (PROTOCOL_NAMES | ESCAPES | FORBIDDEN_CALLS | FORBIDDEN_MODULES):
             problems.append(f"imports {node.name}")
-        elif isinstance(node, ast.alias) and node.name in NAMED_GETTERS and node.asname not in (None, node.name):
+        elif isinstance(node, ast.alias) and node.name in NAMED_GETTERS | {"wraps"} \
+                and node.asname not in (None, node.name):
             problems.append(f"imports {node.name} under another name")
+        elif isinstance(node, ast.alias) and node.name == "*":
+            problems.append("imports every name of a module (`import *`), which rebinds names unseen: import "
+                            "the names you use")
+        elif (isinstance(node, ast.Name) and node.id == "wraps" or isinstance(node, ast.Attribute)
+              and node.attr == "wraps") and id(node) not in decorating:
+            # functools.wraps(f)(obj) copies f's attributes and __dict__ onto obj, any object: only
+            # `@functools.wraps(f)` on a function defined there (the wrapper is that function) passes
+            problems.append("uses wraps other than as the decorator of a function it defines")
         elif isinstance(node, ast.Name) and node.id.startswith("__") and node.id.endswith("__") \
                 and not isinstance(node.ctx, ast.Load) and node.id not in BINDABLE_DUNDERS:
             problems.append(f"rebinds {node.id}")
@@ -817,8 +872,9 @@ RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any othe
          "built at run time (`exec`, `eval`, `__import__`, `setattr`, `globals`; `getattr(obj, \"name\")` "
          "with the name written out is fine) nor define or rebind those names, may not hand tensors to "
          "other libraries (NumPy's array interface, DLPack, `__torch_function__`) or replace PyTorch's own "
-         "operators, may import only installed modules and not those that run code from strings, files or "
+         "operators, may import only installed modules, name by name (no `import *`), and not those that run code from strings, files or "
          "bytes (pickle, timeit, code, runpy, pdb, ...; time with `%timeit` or `triton.testing.do_bench`), "
+         "may use `functools.wraps` only as the decorator of a function they define, "
          "and may not use builtins, importlib (but `from importlib.metadata import version`), inspect, gc, ctypes, "
          "unittest, subprocess, threads, `os.system` or other processes. Shell commands and magics other than %time, "
          "%timeit and %matplotlib (without options) are removed before grading.")
