@@ -515,3 +515,40 @@ def test_routes_past_the_made_object_allowances_are_refused(cells):
 ])
 def test_honest_decorators_dataclasses_and_submodule_imports_still_pass(cells):
     assert not any(_notebook_refused(cells)), _notebook_refused(cells)
+
+
+# A fourth red team's routes: attributes read by a string, hand-written get_ipython(), a magic's
+# continuation lines, __init__ called on a foreign object, optparse and logging.config.
+@pytest.mark.parametrize("cells", [
+    ["import torch, string, grader\ng = string.Formatter().get_field('0.__globals__', [grader.check], {})[0]\n"
+     "g['check'] = print"],
+    ["import torch\nget_ipython().run_cell('torch.autograd.grad = print')"],
+    ["import torch\nget_ipython().run_line_magic('time', 'torch.autograd' + '.grad = print')"],
+    ["import torch\nfrom dataclasses import dataclass\n@dataclass\nclass P:\n    grad: object\nP.__init__(torch.autograd, print)"],
+    ["import torch, optparse\noptparse.Values.__init__(torch.autograd, {'grad': print})"],
+    ["import torch, types\ntypes.SimpleNamespace.__init__(torch.cuda, synchronize=print)"],
+    ["import torch\ndef f(self):\n    self.__init__('x')\nf(torch.cuda)"],
+    ["import logging.config\nlogging.config.BaseConfigurator({}).resolve('grader.student.checks')"],
+    ["from logging.config import BaseConfigurator\nBaseConfigurator({}).resolve('grader.student.checks')"],
+])
+def test_a_fourth_red_teams_routes_are_refused(cells):
+    assert any(_notebook_refused(cells)), cells
+
+
+@pytest.mark.parametrize("source", [
+    "!echo hi \\\ntorch.autograd.grad = print",
+    "!ls\nx = 1 \\\n%\"\"\"\ntorch.autograd.grad = print\n#\"\"\"",
+])
+def test_removing_a_shell_line_never_lets_other_code_run_unchecked(source):
+    new, done = code_rules.neutralize(source, code_rules.imported_names([source]))
+    assert "torch.autograd.grad = print" not in [line.strip() for line in new.splitlines()], new
+    compile(new, "<cell>", "exec")
+
+
+@pytest.mark.parametrize("cells", [
+    ["class Base:\n    def __init__(self):\n        self.n = 0\n\n\nclass Plan(Base):\n    def __init__(self):\n"
+     "        super().__init__()\n        Base.__init__(self)\n        self.m = 1"],
+    ["import torch\nclass Block(torch.nn.Module):\n    def __init__(self):\n        super(Block, self).__init__()"],
+])
+def test_honest_initialisers_still_pass(cells):
+    assert not any(_notebook_refused(cells)), _notebook_refused(cells)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 import functools
+import re
 from dataclasses import dataclass, field
 
 # Calls and names that reach around the language: running strings as code, setting attributes by
@@ -37,9 +38,12 @@ FORBIDDEN_MODULES = frozenset({"builtins", "importlib", "ctypes", "gc", "inspect
                                # detached Python through webbrowser's "browser" command)
                                "webbrowser", "_posixsubprocess",
                                # one that sets attributes on any object it is handed (a parser's namespace)
-                               "argparse",
+                               "argparse", "optparse",
                                # NumPy's ways to raw memory: ctypes, and views with any strides
                                "ctypeslib", "stride_tricks"})
+# Submodules that import a module named by a string (logging.config's configurators resolve any dotted
+# name, a grader module included), refused by their dotted name however they are reached.
+FORBIDDEN_SUBMODULES = frozenset({"logging.config"})
 # Attribute and imported names that run code or start processes by another route: a process (os.system,
 # os.exec*), native code compiled at run time, code objects built by hand, serialized objects that run
 # code when loaded (torch.load with weights_only=False, NumPy's allow_pickle), packages of code.
@@ -48,7 +52,9 @@ FORBIDDEN_CALLS = frozenset({"system", "popen", "fork", "forkpty", "execv", "exe
                              "spawnve", "spawnvp", "spawnvpe", "posix_spawn", "posix_spawnp", "startfile",
                              "cpp_extension", "load_inline", "CodeType", "FunctionType", "hub",
                              # copies attributes (and a __dict__) onto any object: setattr by another name
-                             "update_wrapper"})
+                             "update_wrapper",
+                             # string.Formatter().get_field("0.__globals__", ...): attributes by a string
+                             "get_field"})
 FORBIDDEN_KEYWORDS = frozenset({"weights_only", "allow_pickle"})
 # operator's ways to reach attributes by name: allowed, as getattr is, with public names written out.
 NAMED_GETTERS = frozenset({"attrgetter", "methodcaller"})
@@ -621,6 +627,17 @@ def _is_magic_target(node) -> bool:
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "get_ipython"
 
 
+def _reaches_submodule(node) -> bool:
+    """An import of, or attribute chain through, one of FORBIDDEN_SUBMODULES."""
+    if isinstance(node, ast.Attribute):
+        names = [_chain(node)]
+    elif isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        names = [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
+    return any(name == m or name.startswith(m + ".") for name in names for m in FORBIDDEN_SUBMODULES)
+
+
 def _bindings_and_protocols(tree) -> list:
     problems = []
     # `@functools.wraps(f)` / `@wraps(f)` written on a def: the only place wraps may appear
@@ -655,6 +672,8 @@ def _bindings_and_protocols(tree) -> list:
         elif isinstance(node, ast.alias) and node.name in NAMED_GETTERS | {"wraps"} \
                 and node.asname not in (None, node.name):
             problems.append(f"imports {node.name} under another name")
+        elif isinstance(node, (ast.Import, ast.ImportFrom, ast.Attribute)) and _reaches_submodule(node):
+            problems.append(f"uses {' or '.join(sorted(FORBIDDEN_SUBMODULES))} (it imports modules named by strings)")
         elif isinstance(node, ast.alias) and node.name == "*":
             problems.append("imports every name of a module (`import *`), which rebinds names unseen: import "
                             "the names you use")
@@ -715,6 +734,11 @@ def check_cell(source: str, modules: set = KNOWN_MODULES, own: frozenset = froze
         # Not Python, but IPython may still run it: `time exec(...)` is the %time magic (automagic).
         verdict.problems.append("does not parse as Python")
         return verdict
+    # get_ipython() written by hand runs any code (run_cell) and is no magic to drop: only the magics
+    # themselves (`%time ...`), which IPython turns into such calls, are judged as magics
+    if any(re.search(r"\bget_ipython\b", line) for line in source.splitlines()
+           if not line.lstrip().startswith(("!", "%"))):
+        verdict.problems.append("uses get_ipython (write the magic itself: %time, %timeit)")
     _check_tree(tree, modules, verdict, SETTABLE_ROOTS | own, classes, tensors)
     return verdict
 
@@ -788,6 +812,16 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
     plain = {c[:-2] for c in classes if c.endswith("()")}
     selves |= _made_uses(tree, frozenset(), lambda v: isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
                          and v.func.id in plain)
+    # `X.__init__(obj, ...)` sets attributes on obj whatever X is (a dataclass's generated __init__, a
+    # library class's): only on a method's own self, through super(), or on one's own object.
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__":
+            on = node.func.value
+            first = node.args[0] if node.args else None
+            if not (isinstance(on, ast.Call) and isinstance(on.func, ast.Name) and on.func.id == "super"
+                    or isinstance(on, ast.Name) and _own_name(on, selves, settable)
+                    or isinstance(first, ast.Name) and id(first) in selves):
+                problems.append(f"calls {_chain(node.func)} on an object that is not its own")
     # `grader` may be read only as `grader.<public function>` (getattr with the name written out
     # included): bound to another name or passed along, it leads to the grader's modules.
     public_uses = {id(node.value) for node in ast.walk(tree)
@@ -874,7 +908,8 @@ RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any othe
          "other libraries (NumPy's array interface, DLPack, `__torch_function__`) or replace PyTorch's own "
          "operators, may import only installed modules, name by name (no `import *`), and not those that run code from strings, files or "
          "bytes (pickle, timeit, code, runpy, pdb, ...; time with `%timeit` or `triton.testing.do_bench`), "
-         "may use `functools.wraps` only as the decorator of a function they define, "
+         "may use `functools.wraps` only as the decorator of a function they define and call `__init__` only "
+         "on their own object (`super().__init__()`, `Base.__init__(self)`), may not call `get_ipython()` by hand, "
          "and may not use builtins, importlib (but `from importlib.metadata import version`), inspect, gc, ctypes, "
          "unittest, subprocess, threads, `os.system` or other processes. Shell commands and magics other than %time, "
          "%timeit and %matplotlib (without options) are removed before grading.")
@@ -915,13 +950,25 @@ def neutralize(source: str, modules: set, own: frozenset = frozenset(), classes:
             # a cell magic (%%bash, %%writefile, %%timeit with a setup line, ...): its body belongs to it
             return "\n".join(f"# removed before grading: {line}" for line in source.splitlines()), \
                 [f"{', '.join(verdict.dropped)} removed"]
-        kept = []
+        kept, continued = [], False
         for line in source.splitlines():
             stripped = line.lstrip()
-            # a line magic or shell line stays only if, alone, it is an allowed magic that passes the rules
-            if stripped.startswith(("!", "%")) and not check_cell(stripped, modules, own, classes, tensors).clean:
+            # a line magic or shell line stays only if, alone, it is an allowed magic that passes the rules;
+            # the lines a backslash continues it onto belong to it and go with it
+            if continued or stripped.startswith(("!", "%")) \
+                    and not check_cell(stripped, modules, own, classes, tensors).clean:
                 kept.append(f"# removed before grading: {stripped}")
+                continued = line.rstrip().endswith("\\")
             else:
                 kept.append(line)
-        return "\n".join(kept), [f"{', '.join(verdict.dropped)} removed"]
+        cleaned = "\n".join(kept)
+        # What runs must be what was checked: removing a line can change what the others mean (a `%`
+        # line inside a string turned the rest of it into code). Checked again, it must pass as it is.
+        again = check_cell(cleaned, modules, own, classes, tensors)
+        if again.problems or again.dropped:
+            why = "; ".join(again.problems) or "its code changes meaning once its magics are removed"
+            return (f"{REFUSED}{why}.\n# {RULES}\n"
+                    f"raise RuntimeError({('This cell was not run at grading: it ' + why)!r})\n"), \
+                [f"breaks the submission rules ({why}): not run"]
+        return cleaned, [f"{', '.join(verdict.dropped)} removed"]
     return source, []
