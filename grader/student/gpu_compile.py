@@ -159,7 +159,10 @@ def resource_usage(compiled) -> dict:
         with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
             f.write(compiled.asm["cubin"])
         try:
-            said = subprocess.run([path_to_cuobjdump(), "-res-usage", f.name], capture_output=True, text=True,
+            cuobjdump = path_to_cuobjdump()
+            if isinstance(cuobjdump, tuple):   # (path, version) before Triton 3.4
+                cuobjdump = cuobjdump[0]
+            said = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True,
                                   timeout=60).stdout
         finally:
             os.remove(f.name)
