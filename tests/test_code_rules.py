@@ -552,3 +552,28 @@ def test_removing_a_shell_line_never_lets_other_code_run_unchecked(source):
 ])
 def test_honest_initialisers_still_pass(cells):
     assert not any(_notebook_refused(cells)), _notebook_refused(cells)
+
+
+# A fifth pass: strings evaluated or walked as attribute paths by libraries, the aten namespace built at
+# run time, a pickle loaded through a positional argument, __init__ held in a name.
+@pytest.mark.parametrize("cells", [
+    ["import string\nclass Grab(string.Formatter):\n    def format_field(self, value, format_spec):\n"
+     "        self.got = value\n        return ''"],
+    ["import typing\ndef f(b: \"__import__('builtins').exec\"):\n    pass\nh = typing.get_type_hints(f)"],
+    ["import functools\n@functools.singledispatch\ndef f(x):\n    pass"],
+    ["import jinja2\njinja2.Environment().compile_expression('t.__dict__')"],
+    ["import sympy\nsympy.sympify(\"__import__('sys').modules\")"],
+    ["import yaml\nyaml.load('!!python/name:grader.student.serve.kernel_case', yaml.FullLoader)"],
+    ["import numpy as np\nnp.load('x.npy', None, True)"],
+    ["import torch\nns = 'at' + 'en'\nlib = torch.library.Library(ns, 'IMPL')"],
+    ["import torch, triton\ninit = triton.Config.__init__\ninit(torch.cuda, {'a': 1}, num_warps=8)"],
+])
+def test_a_fifth_red_teams_routes_are_refused(cells):
+    assert any(_notebook_refused(cells)), cells
+
+
+def test_wrap_triton_and_a_written_out_namespace_still_pass():
+    cells = ["import torch, triton\nfrom torch.library import triton_op\n@torch.library.triton_op('mylib::add', "
+             "mutates_args={})\ndef add(x: torch.Tensor) -> torch.Tensor:\n    out = torch.empty_like(x)\n"
+             "    torch.library.wrap_triton(k)[(1,)](x, out)\n    return out"]
+    assert not any(_notebook_refused(cells)), _notebook_refused(cells)

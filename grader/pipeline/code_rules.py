@@ -39,11 +39,17 @@ FORBIDDEN_MODULES = frozenset({"builtins", "importlib", "ctypes", "gc", "inspect
                                "webbrowser", "_posixsubprocess",
                                # one that sets attributes on any object it is handed (a parser's namespace)
                                "argparse", "optparse",
+                               # libraries that evaluate expressions or load objects named in strings
+                               "jinja2", "sympy", "yaml", "numexpr",
                                # NumPy's ways to raw memory: ctypes, and views with any strides
                                "ctypeslib", "stride_tricks"})
 # Submodules that import a module named by a string (logging.config's configurators resolve any dotted
 # name, a grader module included), refused by their dotted name however they are reached.
 FORBIDDEN_SUBMODULES = frozenset({"logging.config"})
+# torch.library's functions whose first argument names a namespace or an operator: written out, so that
+# the rule on PyTorch's own namespaces below can read it ("at" + "en" was not)
+LIBRARY_NAMERS = frozenset({"Library", "define", "impl", "custom_op", "triton_op", "register_kernel", "register_fake",
+                            "register_autograd", "register_torch_dispatch", "register_vmap", "impl_abstract"})
 # Attribute and imported names that run code or start processes by another route: a process (os.system,
 # os.exec*), native code compiled at run time, code objects built by hand, serialized objects that run
 # code when loaded (torch.load with weights_only=False, NumPy's allow_pickle), packages of code.
@@ -54,7 +60,11 @@ FORBIDDEN_CALLS = frozenset({"system", "popen", "fork", "forkpty", "execv", "exe
                              # copies attributes (and a __dict__) onto any object: setattr by another name
                              "update_wrapper",
                              # string.Formatter().get_field("0.__globals__", ...): attributes by a string
-                             "get_field"})
+                             "get_field",
+                             # a Formatter subclass is handed every object its format string's path reaches
+                             "Formatter",
+                             # evaluate string annotations in a module's globals
+                             "get_type_hints", "singledispatch", "singledispatchmethod"})
 FORBIDDEN_KEYWORDS = frozenset({"weights_only", "allow_pickle"})
 # operator's ways to reach attributes by name: allowed, as getattr is, with public names written out.
 NAMED_GETTERS = frozenset({"attrgetter", "methodcaller"})
@@ -714,6 +724,13 @@ def _bindings_and_protocols(tree) -> list:
         elif isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in called_getters \
                 and (node.id if isinstance(node, ast.Name) else node.attr) in NAMED_GETTERS:
             problems.append(f"uses {_chain(node)} other than by calling it with a name written out")
+        if isinstance(node, ast.Call) and "library" in _chain(node.func).split(".") and node.args \
+                and _chain(node.func).split(".")[-1] in LIBRARY_NAMERS \
+                and not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            problems.append(f"calls {_chain(node.func)} with a namespace or name not written out")
+        if isinstance(node, ast.Call) and _chain(node.func).split(".")[-1] == "load" and len(node.args) >= 3:
+            problems.append(f"calls {_chain(node.func)} with a third positional argument (allow_pickle, "
+                            f"pickle_module: loading code)")
         if isinstance(node, ast.Call) and "library" in _chain(node.func).split("."):
             for arg in node.args:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
@@ -814,6 +831,7 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
                          and v.func.id in plain)
     # `X.__init__(obj, ...)` sets attributes on obj whatever X is (a dataclass's generated __init__, a
     # library class's): only on a method's own self, through super(), or on one's own object.
+    initialised = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__":
             on = node.func.value
@@ -822,6 +840,10 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
                     or isinstance(on, ast.Name) and _own_name(on, selves, settable)
                     or isinstance(first, ast.Name) and id(first) in selves):
                 problems.append(f"calls {_chain(node.func)} on an object that is not its own")
+            initialised.add(id(node.func))
+    # ... and only called so: held in a name (`init = C.__init__`), it is called on anything
+    problems += [f"uses {_chain(n)} other than by calling it" for n in ast.walk(tree)
+                 if isinstance(n, ast.Attribute) and n.attr == "__init__" and id(n) not in initialised]
     # `grader` may be read only as `grader.<public function>` (getattr with the name written out
     # included): bound to another name or passed along, it leads to the grader's modules.
     public_uses = {id(node.value) for node in ast.walk(tree)
@@ -908,6 +930,8 @@ RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any othe
          "other libraries (NumPy's array interface, DLPack, `__torch_function__`) or replace PyTorch's own "
          "operators, may import only installed modules, name by name (no `import *`), and not those that run code from strings, files or "
          "bytes (pickle, timeit, code, runpy, pdb, ...; time with `%timeit` or `triton.testing.do_bench`), "
+         "may not evaluate strings by other means (string annotations read by `typing.get_type_hints`, "
+         "`string.Formatter`, jinja2, sympy, yaml, pickles), "
          "may use `functools.wraps` only as the decorator of a function they define and call `__init__` only "
          "on their own object (`super().__init__()`, `Base.__init__(self)`), may not call `get_ipython()` by hand, "
          "and may not use builtins, importlib (but `from importlib.metadata import version`), inspect, gc, ctypes, "
