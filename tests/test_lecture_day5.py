@@ -44,3 +44,36 @@ def test_the_same_float32_numbers_added_in_other_orders_round_differently():
     assert len(set(sums.tolist())) > 1                                    # not one answer
     exact = float(np.sum(values.astype(np.float64)))
     assert np.max(np.abs(sums.astype(np.float64) - exact)) < 1e-3 * np.sum(np.abs(values))   # all close
+
+
+def test_seeded_dropout_keeps_about_1_minus_p_and_scales_what_it_keeps():
+    x = torch.randn(65_536, device=DEVICE.torch_device)
+    for p in (0.1, 0.5):
+        y = L.seeded_dropout(x, p, seed=7)
+        kept = y != 0
+        rate = kept.float().mean().item()
+        assert abs(rate - (1 - p)) < 4 * (p * (1 - p) / x.numel()) ** 0.5 + 1e-3, (p, rate)
+        torch.testing.assert_close(y[kept], x[kept] / (1 - p))
+
+
+def test_the_mask_is_a_function_of_the_seed():
+    x = torch.ones(10_000, device=DEVICE.torch_device)
+    a, b, c = (L.seeded_dropout(x, 0.5, seed=s) for s in (1, 1, 2))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert torch.equal(L.seeded_dropout(x, 0.0, seed=3), x)        # p = 0 keeps everything, unscaled
+
+
+def test_the_backward_draws_the_forwards_mask_again():
+    x = torch.randn(5000, device=DEVICE.torch_device, requires_grad=True)
+    y = L.SeededDropout.apply(x, 0.3, 11)
+    dy = torch.randn_like(y)
+    (dx,) = torch.autograd.grad(y, x, dy)
+    assert torch.equal(dx != 0, y != 0)
+    torch.testing.assert_close(dx, torch.where(y != 0, dy / 0.7, 0.0))
+
+
+def test_dropout_arguments_are_checked():
+    with pytest.raises(ValueError, match="p must"):
+        L.seeded_dropout(torch.ones(4), 1.0, 0)
+    with pytest.raises(ValueError, match="contiguous"):
+        L.seeded_dropout(torch.ones(4, 4).t(), 0.5, 0)

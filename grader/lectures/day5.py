@@ -73,3 +73,41 @@ def sums_in_random_orders(values: np.ndarray, orders: int, seed: int = 0) -> np.
     rng = np.random.default_rng(seed)
     values = np.asarray(values, dtype=np.float32)
     return np.array([np.cumsum(rng.permutation(values), dtype=np.float32)[-1] for _ in range(orders)])
+
+
+# -- dropout with a seed (lecture 02) -------------------------------------------------------------------
+
+@triton.jit
+def seeded_dropout_kernel(x_ptr, out_ptr, n, p, seed, BLOCK: tl.constexpr):
+    """out = x / (1 - p) where a uniform number drawn from (seed, element index) is at least p, else 0."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    keep = tl.rand(seed, offs) >= p           # Philox: the same (seed, offs) give the same number
+    tl.store(out_ptr + offs, tl.where(keep, x / (1 - p), 0.0).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def seeded_dropout(x: torch.Tensor, p: float, seed: int, block: int = 1024) -> torch.Tensor:
+    """Dropout of a contiguous tensor with drop probability p, its mask a function of (seed, index)."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError("p must be at least 0 and below 1")
+    if not x.is_contiguous():
+        raise ValueError("x must be contiguous (the mask is indexed by the element's position)")
+    out = torch.empty_like(x)
+    n = x.numel()
+    seeded_dropout_kernel[(triton.cdiv(n, block),)](x, out, n, p, seed, BLOCK=block)
+    return out
+
+
+class SeededDropout(torch.autograd.Function):
+    """Dropout whose backward draws the same mask again from the seed: it saves two numbers, no mask.
+    Forward and backward are the same operation: dx = dy / (1 - p) where kept, 0 elsewhere."""
+
+    @staticmethod
+    def forward(ctx, x, p: float, seed: int):
+        ctx.p, ctx.seed = p, seed
+        return seeded_dropout(x, p, seed)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return seeded_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None
