@@ -577,3 +577,10 @@ def test_wrap_triton_and_a_written_out_namespace_still_pass():
              "mutates_args={})\ndef add(x: torch.Tensor) -> torch.Tensor:\n    out = torch.empty_like(x)\n"
              "    torch.library.wrap_triton(k)[(1,)](x, out)\n    return out"]
     assert not any(_notebook_refused(cells)), _notebook_refused(cells)
+
+
+def test_a_triton_load_with_positional_mask_and_other_passes():
+    cells = ["import triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n"
+             "    offs = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + offs, offs < n, 0.0)\n"
+             "    y = triton.language.load(x_ptr + offs, offs < n, 0.0)"]
+    assert not any(_notebook_refused(cells)), _notebook_refused(cells)

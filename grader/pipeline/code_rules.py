@@ -728,7 +728,8 @@ def _bindings_and_protocols(tree) -> list:
                 and _chain(node.func).split(".")[-1] in LIBRARY_NAMERS \
                 and not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             problems.append(f"calls {_chain(node.func)} with a namespace or name not written out")
-        if isinstance(node, ast.Call) and _chain(node.func).split(".")[-1] == "load" and len(node.args) >= 3:
+        if isinstance(node, ast.Call) and _chain(node.func).split(".")[-1] == "load" and len(node.args) >= 3 \
+                and _root(node.func) != "tl" and "language" not in _chain(node.func).split("."):  # tl.load(p, m, 0.0)
             problems.append(f"calls {_chain(node.func)} with a third positional argument (allow_pickle, "
                             f"pickle_module: loading code)")
         if isinstance(node, ast.Call) and "library" in _chain(node.func).split("."):
