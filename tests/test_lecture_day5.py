@@ -46,27 +46,40 @@ def test_the_same_float32_numbers_added_in_other_orders_round_differently():
     assert np.max(np.abs(sums.astype(np.float64) - exact)) < 1e-3 * np.sum(np.abs(values))   # all close
 
 
-def test_seeded_dropout_keeps_about_1_minus_p_and_scales_what_it_keeps():
-    x = torch.randn(65_536, device=DEVICE.torch_device)
+@pytest.mark.parametrize("per_call", sorted(L.DROPOUT_KERNELS))
+def test_seeded_dropout_keeps_about_1_minus_p_and_scales_what_it_keeps(per_call):
+    x = torch.rand(65_536 + 300, device=DEVICE.torch_device) + 1       # never 0: a 0 out means dropped
     for p in (0.1, 0.5):
-        y = L.seeded_dropout(x, p, seed=7)
+        y = L.seeded_dropout(x, p, seed=7, numbers_per_call=per_call)
         kept = y != 0
         rate = kept.float().mean().item()
         assert abs(rate - (1 - p)) < 4 * (p * (1 - p) / x.numel()) ** 0.5 + 1e-3, (p, rate)
         torch.testing.assert_close(y[kept], x[kept] / (1 - p))
 
 
-def test_the_mask_is_a_function_of_the_seed():
+@pytest.mark.parametrize("per_call", sorted(L.DROPOUT_KERNELS))
+def test_the_mask_is_a_function_of_the_seed(per_call):
     x = torch.ones(10_000, device=DEVICE.torch_device)
-    a, b, c = (L.seeded_dropout(x, 0.5, seed=s) for s in (1, 1, 2))
+    a, b, c = (L.seeded_dropout(x, 0.5, seed=s, numbers_per_call=per_call) for s in (1, 1, 2))
     assert torch.equal(a, b) and not torch.equal(a, c)
-    assert torch.equal(L.seeded_dropout(x, 0.0, seed=3), x)        # p = 0 keeps everything, unscaled
+    assert torch.equal(L.seeded_dropout(x, 0.0, seed=3, numbers_per_call=per_call), x)   # p = 0: all, unscaled
+
+
+def test_four_numbers_per_call_drop_independently_in_each_quarter():
+    # The four numbers of one Philox call serve four elements a quarter block apart: their masks must not
+    # agree more often than chance (an element and its neighbour a quarter away both kept: (1 - p)^2).
+    y = L.seeded_dropout(torch.ones(1024 * 64, device=DEVICE.torch_device), 0.5, seed=5, block=1024)
+    kept = (y != 0).reshape(64, 4, 256).float()
+    for k in range(1, 4):
+        both = (kept[:, 0] * kept[:, k]).mean().item()
+        assert abs(both - 0.25) < 0.02, (k, both)
 
 
 def test_the_backward_draws_the_forwards_mask_again():
-    x = torch.randn(5000, device=DEVICE.torch_device, requires_grad=True)
+    # Values that are never 0 (torch.randn can return an exact 0), so that 0 means dropped.
+    x = (torch.rand(5000, device=DEVICE.torch_device) + 1).requires_grad_()
     y = L.SeededDropout.apply(x, 0.3, 11)
-    dy = torch.randn_like(y)
+    dy = torch.rand_like(y) + 1
     (dx,) = torch.autograd.grad(y, x, dy)
     assert torch.equal(dx != 0, y != 0)
     torch.testing.assert_close(dx, torch.where(y != 0, dy / 0.7, 0.0))
@@ -77,3 +90,5 @@ def test_dropout_arguments_are_checked():
         L.seeded_dropout(torch.ones(4), 1.0, 0)
     with pytest.raises(ValueError, match="contiguous"):
         L.seeded_dropout(torch.ones(4, 4).t(), 0.5, 0)
+    with pytest.raises(ValueError, match="numbers_per_call"):
+        L.seeded_dropout(torch.ones(4), 0.5, 0, numbers_per_call=2)
