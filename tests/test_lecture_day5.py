@@ -92,3 +92,49 @@ def test_dropout_arguments_are_checked():
         L.seeded_dropout(torch.ones(4, 4).t(), 0.5, 0)
     with pytest.raises(ValueError, match="numbers_per_call"):
         L.seeded_dropout(torch.ones(4), 0.5, 0, numbers_per_call=2)
+
+
+def _attention_and_grads_float64(q, k, v, do, causal):
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    o = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal)
+    return o, torch.autograd.grad(o, leaves, do.double())
+
+
+# Ragged N (one key block, several, a last one cut short), causal and not, tiles of unequal sizes (the
+# causal sweeps' start and end are computed from both), head dims 16 and 32.
+@pytest.mark.parametrize("shape, causal, tiles", [
+    ((1, 1, 1, 16), False, None), ((1, 2, 37, 16), True, None), ((2, 1, 50, 32), False, None),
+    ((1, 1, 64, 16), True, None),
+    ((1, 1, 70, 16), True, {"forward": (16, 32, 4, 1), "dkdv": (16, 32, 4, 1), "dq": (32, 16, 4, 1)}),
+    ((1, 1, 45, 16), True, {"forward": (32, 16, 4, 1), "dkdv": (32, 16, 4, 1), "dq": (16, 32, 4, 1)}),
+])
+def test_flash_attention_forward_and_backward_match_float64(shape, causal, tiles):
+    gen = torch.Generator(device=DEVICE.torch_device).manual_seed(1)
+    q, k, v, do = (torch.randn(shape, generator=gen, device=DEVICE.torch_device) for _ in range(4))
+    o, lse = L.attention_forward(q, k, v, causal, tiles)
+    grads = L.attention_backward(q, k, v, o, lse, do, causal, tiles)
+    want_o, want_grads = _attention_and_grads_float64(q, k, v, do, causal)
+    torch.testing.assert_close(o.double(), want_o, atol=2e-5, rtol=1e-4)
+    for name, got, want in zip("qkv", grads, want_grads):
+        torch.testing.assert_close(got.double(), want, atol=2e-5, rtol=1e-4, msg=lambda m: f"d{name}: {m}")
+
+
+def test_the_forward_stores_each_rows_log2_sum_of_exponentials():
+    q, k, v = (torch.randn(1, 1, 20, 16, device=DEVICE.torch_device) for _ in range(3))
+    _, lse = L.attention_forward(q, k, v, causal=True)
+    scores = (q @ k.transpose(-1, -2))[0, 0].double() / 4 + torch.full((20, 20), float("-inf")).triu(1).double()
+    torch.testing.assert_close(lse[0].double(), torch.logsumexp(scores, dim=-1) * L.LOG2E, atol=1e-5, rtol=1e-5)
+
+
+def test_flash_attention_is_an_autograd_function_of_q_k_and_v():
+    q, k, v = (torch.randn(1, 2, 24, 16, device=DEVICE.torch_device).transpose(1, 2).requires_grad_()
+               for _ in range(3))                  # not contiguous: the Function makes them so
+    o = L.flash_attention(q, k, v, True)
+    do = torch.randn_like(o)
+    got = torch.autograd.grad(o, (q, k, v), do)
+    want_o, want = _attention_and_grads_float64(q, k, v, do, True)
+    torch.testing.assert_close(o.double(), want_o, atol=2e-5, rtol=1e-4)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.double(), w, atol=2e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="head dim"):
+        L.attention_forward(*(torch.zeros(1, 1, 4, 24) for _ in range(3)), causal=False)

@@ -140,3 +140,241 @@ class SeededDropout(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         return seeded_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None
+
+
+# -- FlashAttention backward (lecture 03) ----------------------------------------------------------------
+#
+# q, k, v, o, do of shape (batch, heads, N, d), contiguous; one program per (block, batch * heads).
+# Scores are kept in log2 units: s2 = q.k * scale * log2(e), so that exp2 (one instruction) replaces exp,
+# and the forward pass stores each query row's lse2 = log2(sum_j exp2(s2_ij)). The backward pass then
+# recomputes every probability as p_ij = exp2(s2_ij - lse2_i), with no running maximum and no rescaling.
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, N, qk_scale,
+                             CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Day 4's forward pass, which also stores lse2 of each query row (float32, (batch * heads, N))."""
+    start_m = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1).to(tl.int64)
+    head = bh * N * HEAD_DIM
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=(offs_m < N)[:, None], other=0.0)
+    m_i = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    end = tl.minimum(start_m + BLOCK_M, N) if CAUSAL else N
+    for start_n in range(0, end, BLOCK_N):
+        cols = start_n + offs_n
+        k = tl.load(k_ptr + head + cols[:, None] * HEAD_DIM + offs_d[None, :], mask=(cols < N)[:, None], other=0.0)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        keep = cols[None, :] < N
+        if CAUSAL:
+            keep = keep & (offs_m[:, None] >= cols[None, :])
+        s = tl.where(keep, s, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(v_ptr + head + cols[:, None] * HEAD_DIM + offs_d[None, :], mask=(cols < N)[:, None], other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    rows = offs_m < N
+    tl.store(o_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+             (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=rows[:, None])
+    tl.store(lse_ptr + bh * N + offs_m, m_i + tl.math.log2(l_i), mask=rows)
+
+
+@triton.jit
+def attention_backward_delta_kernel(o_ptr, do_ptr, delta_ptr, N, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """The pre-pass: delta_i = sum_d dO_id * O_id (= sum_j P_ij dP_ij), one float32 per query row."""
+    bh = tl.program_id(1).to(tl.int64)
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs = bh * N * HEAD_DIM + offs_m[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    rows = offs_m < N
+    o = tl.load(o_ptr + offs, mask=rows[:, None], other=0.0).to(tl.float32)
+    do = tl.load(do_ptr + offs, mask=rows[:, None], other=0.0).to(tl.float32)
+    tl.store(delta_ptr + bh * N + offs_m, tl.sum(o * do, axis=1), mask=rows)
+
+
+@triton.jit
+def _dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, head, bh, N, start_m, offs_n, qk_scale,
+               MASK: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Add one block of queries' share to dK and dV of a block of keys. Works on transposed tiles
+    (keys along the rows) so that P^T and dS^T come out of tl.dot with no transpose of a result."""
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    rows = offs_m < N            # rows past N load as 0: their dO and delta are 0, so they add nothing
+    q = tl.load(q_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows[:, None], other=0.0)
+    do = tl.load(do_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows[:, None], other=0.0)
+    lse = tl.load(lse_ptr + bh * N + offs_m, mask=rows, other=0.0)
+    delta = tl.load(delta_ptr + bh * N + offs_m, mask=rows, other=0.0)
+    p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])       # (BLOCK_N, BLOCK_M)
+    if MASK:                                                                    # causal: key <= query
+        p_t = tl.where(offs_n[:, None] <= offs_m[None, :], p_t, 0.0)
+    dv = tl.dot(p_t.to(do.dtype), do, dv)
+    dp_t = tl.dot(v, tl.trans(do))
+    ds_t = p_t * (dp_t - delta[None, :])
+    dk = tl.dot(ds_t.to(q.dtype), q, dk)
+    return dk, dv
+
+
+@triton.jit
+def attention_backward_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
+                                   N, qk_scale, sm_scale, CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,
+                                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program owns BLOCK_N keys: it keeps their K, V and the float32 dK, dV in registers and
+    sweeps over the query blocks that see them (causal: from the diagonal down)."""
+    start_n = tl.program_id(0) * BLOCK_N
+    bh = tl.program_id(1).to(tl.int64)
+    head = bh * N * HEAD_DIM
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    cols = offs_n < N
+    k = tl.load(k_ptr + head + offs_n[:, None] * HEAD_DIM + offs_d[None, :], mask=cols[:, None], other=0.0)
+    v = tl.load(v_ptr + head + offs_n[:, None] * HEAD_DIM + offs_d[None, :], mask=cols[:, None], other=0.0)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    start = 0
+    if CAUSAL:
+        # Query blocks above this key block see none of its keys; those that cross the diagonal need
+        # the mask; from the first block wholly below it on, none does.
+        start = (start_n // BLOCK_M) * BLOCK_M
+        unmasked = tl.cdiv(start_n + BLOCK_N, BLOCK_M) * BLOCK_M
+        for start_m in range(start, tl.minimum(unmasked, N), BLOCK_M):
+            dk, dv = _dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, head, bh, N, start_m, offs_n,
+                                qk_scale, MASK=True, HEAD_DIM=HEAD_DIM, BLOCK_M=BLOCK_M)
+        start = unmasked
+    for start_m in range(start, N, BLOCK_M):
+        dk, dv = _dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, head, bh, N, start_m, offs_n,
+                            qk_scale, MASK=False, HEAD_DIM=HEAD_DIM, BLOCK_M=BLOCK_M)
+    out = head + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    tl.store(dv_ptr + out, dv.to(dv_ptr.dtype.element_ty), mask=cols[:, None])
+    # dS was taken with respect to the scaled scores: the chain rule through q.k * sm_scale gives sm_scale.
+    tl.store(dk_ptr + out, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=cols[:, None])
+
+
+@triton.jit
+def _dq_step(dq, q, do, lse, delta, k_ptr, v_ptr, head, N, start_n, offs_m, qk_scale,
+             MASK: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Add one block of keys' share to dQ of a block of queries."""
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    cols = offs_n < N            # keys past N load as 0: their dS multiplies a zero row of K
+    k = tl.load(k_ptr + head + offs_n[:, None] * HEAD_DIM + offs_d[None, :], mask=cols[:, None], other=0.0)
+    v = tl.load(v_ptr + head + offs_n[:, None] * HEAD_DIM + offs_d[None, :], mask=cols[:, None], other=0.0)
+    p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
+    if MASK:
+        p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
+    ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
+    return tl.dot(ds.to(k.dtype), k, dq)
+
+
+@triton.jit
+def attention_backward_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
+                                 N, qk_scale, sm_scale, CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,
+                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program owns BLOCK_M queries and sweeps over the key blocks they see: the second loop,
+    ordered the other way round, so that dQ too is written by one program and needs no atomics."""
+    start_m = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1).to(tl.int64)
+    head = bh * N * HEAD_DIM
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    rows = offs_m < N
+    q = tl.load(q_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows[:, None], other=0.0)
+    do = tl.load(do_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows[:, None], other=0.0)
+    lse = tl.load(lse_ptr + bh * N + offs_m, mask=rows, other=0.0)
+    delta = tl.load(delta_ptr + bh * N + offs_m, mask=rows, other=0.0)
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    end = N
+    if CAUSAL:
+        full = (start_m // BLOCK_N) * BLOCK_N     # key blocks wholly left of the diagonal: no mask
+        for start_n in range(0, full, BLOCK_N):
+            dq = _dq_step(dq, q, do, lse, delta, k_ptr, v_ptr, head, N, start_n, offs_m, qk_scale,
+                          MASK=False, HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N)
+        for start_n in range(full, tl.minimum(start_m + BLOCK_M, N), BLOCK_N):
+            dq = _dq_step(dq, q, do, lse, delta, k_ptr, v_ptr, head, N, start_n, offs_m, qk_scale,
+                          MASK=True, HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N)
+        end = 0
+    for start_n in range(0, end, BLOCK_N):
+        dq = _dq_step(dq, q, do, lse, delta, k_ptr, v_ptr, head, N, start_n, offs_m, qk_scale,
+                      MASK=False, HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N)
+    tl.store(dq_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+             (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=rows[:, None])
+
+
+# Tiles (BLOCK_M, BLOCK_N, num_warps, num_stages) per kernel: small on the interpreter, where each
+# program is simulated element by element; on a GPU the fastest of a sweep on an H100 (lecture 03), by
+# head dim (a 64-dim head leaves room for smaller, more numerous dK/dV programs).
+ATTENTION_TILES_CPU = {"forward": (16, 16, 4, 1), "dkdv": (16, 16, 4, 1), "dq": (16, 16, 4, 1)}
+ATTENTION_TILES_GPU = {
+    64: {"forward": (128, 64, 8, 3), "dkdv": (64, 64, 4, 3), "dq": (128, 64, 8, 3)},
+    128: {"forward": (128, 64, 8, 3), "dkdv": (64, 128, 8, 3), "dq": (128, 64, 8, 3)},
+}
+
+
+def _tiles(x: torch.Tensor, kernel: str, tiles: dict | None) -> tuple:
+    if tiles:
+        return tiles[kernel]
+    if not x.is_cuda:
+        return ATTENTION_TILES_CPU[kernel]
+    return ATTENTION_TILES_GPU[64 if x.shape[-1] <= 64 else 128][kernel]
+
+
+def attention_forward(q, k, v, causal: bool, tiles: dict | None = None):
+    """(o, lse2): attention of contiguous (batch, heads, N, d) tensors, and each query row's lse2."""
+    b, h, n, d = q.shape
+    if d not in (16, 32, 64, 128):
+        raise ValueError(f"head dim {d}: these kernels take 16, 32, 64 or 128 (a power of two for tl.arange)")
+    o = torch.empty_like(q)
+    lse = torch.empty((b * h, n), device=q.device, dtype=torch.float32)
+    bm, bn, warps, stages = _tiles(q, "forward", tiles)
+    attention_forward_kernel[(triton.cdiv(n, bm), b * h)](q, k, v, o, lse, n, LOG2E / d ** 0.5, CAUSAL=causal,
+                                                          HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
+                                                          num_warps=warps, num_stages=stages)
+    return o, lse
+
+
+def attention_backward(q, k, v, o, lse, do, causal: bool, tiles: dict | None = None):
+    """(dq, dk, dv) from the forward pass's o and lse2: the pre-pass, then the dK/dV and dQ sweeps."""
+    b, h, n, d = q.shape
+    delta = torch.empty_like(lse)
+    attention_backward_delta_kernel[(triton.cdiv(n, 64), b * h)](o, do, delta, n, HEAD_DIM=d, BLOCK_M=64)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    sm_scale = 1 / d ** 0.5
+    bm, bn, warps, stages = _tiles(q, "dkdv", tiles)
+    attention_backward_dkdv_kernel[(triton.cdiv(n, bn), b * h)](
+        q, k, v, do, lse, delta, dk, dv, n, sm_scale * LOG2E, sm_scale, CAUSAL=causal, HEAD_DIM=d,
+        BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
+    bm, bn, warps, stages = _tiles(q, "dq", tiles)
+    attention_backward_dq_kernel[(triton.cdiv(n, bm), b * h)](
+        q, k, v, do, lse, delta, dq, n, sm_scale * LOG2E, sm_scale, CAUSAL=causal, HEAD_DIM=d,
+        BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
+    return dq, dk, dv
+
+
+class FlashAttention(torch.autograd.Function):
+    """Attention whose backward pass recomputes the probabilities from q, k and each row's lse2: it saves
+    q, k, v, o and N float32 numbers per head, never an N x N matrix."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal: bool = False):
+        q, k, v = (t.contiguous() for t in (q, k, v))
+        o, lse = attention_forward(q, k, v, causal)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal = causal
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        return *attention_backward(q, k, v, o, lse, do.contiguous(), ctx.causal), None
+
+
+def flash_attention(q, k, v, causal: bool = False):
+    return FlashAttention.apply(q, k, v, causal)
