@@ -59,6 +59,10 @@ class Course:
         to what nbgrader generates from the solutions)."""
         return sorted(p.name for p in self.release.glob("day*") if p.is_dir()) if self.release.is_dir() else []
 
+    def source_days(self) -> list:
+        """The days of the solutions (the source edition): a day is there before its first release."""
+        return sorted(p.name for p in self.source.glob("day*") if p.is_dir()) if self.source.is_dir() else []
+
     def notebooks(self, day: str) -> list:
         """A day's notebooks, as released (the names nbgrader knows)."""
         return sorted(p.stem for p in (self.release / day).glob("*.ipynb"))

@@ -12,7 +12,7 @@ from grader.exercises.spec import KernelExercise
 CAUSAL = "causal"  # a shape tagged with this asks for causal attention
 
 
-def _qkv(shape, dtype, device, gen):
+def qkv_inputs(shape, dtype, device, gen):
     b, h, n, d = shape[:4]
     q, k, v = (torch.randn(b, h, n, d, generator=gen, device=device).to(dtype) for _ in range(3))
     return q, k, v, CAUSAL in shape
@@ -81,7 +81,7 @@ def _sdpa_baseline_label():
     return sdpa_baseline_name(timed_sdpa_backend())
 
 
-def _attention_flops(shape, dtype):
+def attention_flops(shape, dtype):
     b, h, n, d = shape[:4]
     return 4 * b * h * n * n * d // (2 if CAUSAL in shape else 1)
 
@@ -89,7 +89,7 @@ def _attention_flops(shape, dtype):
 attention = KernelExercise(
     key="day4.attention",
     title="FlashAttention forward",
-    make_inputs=_qkv,
+    make_inputs=qkv_inputs,
     reference=attention_reference,
     baseline=sdpa_baseline,
     baseline_name="F.scaled_dot_product_attention (FLASH_ATTENTION backend)",
@@ -104,7 +104,7 @@ attention = KernelExercise(
     cpu_dtypes=(torch.float16, torch.float32),
     gpu_dtypes=lambda dev: (dev.half_dtype, torch.float16) if dev.supports_bf16 else (torch.float16,),
     speed_dtype=lambda dev: dev.half_dtype,
-    flops=_attention_flops,
+    flops=attention_flops,
     output_names=("o",),
     tolerances={torch.float32: (1e-4, 1e-4), torch.float16: (3e-3, 3e-3), torch.bfloat16: (2e-2, 2e-2)},
     speed_hint="keep the block of queries in registers for the whole loop over keys; use exp2 with the "

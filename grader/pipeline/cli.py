@@ -39,11 +39,12 @@ def days() -> list:
     return course().days()
 
 
-def unknown_day(day: str, command: str) -> bool:
+def unknown_day(day: str, command: str, known: list | None = None) -> bool:
     """True (having said so) when the course has no such day: a typo must not look like an empty class."""
-    if day in days():
+    known = days() if known is None else known
+    if day in known:
         return False
-    print(f"course-grader {command}: the course has no day {day!r} (its days: {', '.join(days())})", file=sys.stderr)
+    print(f"course-grader {command}: the course has no day {day!r} (its days: {', '.join(known)})", file=sys.stderr)
     return True
 
 
@@ -62,10 +63,12 @@ def missing_step(day: str, command: str) -> bool:
 
 
 def release(selected: list) -> int:
-    if any(unknown_day(day, "release") for day in selected):
+    # A new day is in the solutions before its first release: release knows the days of the source.
+    source_days = course().source_days()
+    if any(unknown_day(day, "release", source_days) for day in selected):
         return 2
     from grader.pipeline.notebooks import state_grading_note
-    for day in selected or days():
+    for day in selected or source_days:
         print(f"releasing {day}")
         for path in sorted((course().source / day).glob("*.ipynb")):
             if state_grading_note(path):

@@ -437,7 +437,8 @@ def baseline_call(spec, args):
     """What is timed of the exercise's PyTorch baseline: the forward call, or one backward pass."""
     if not spec.backward:
         return lambda: spec.baseline(*args)
-    base_leaves = [a.detach().clone().requires_grad_() if a.is_floating_point() else a for a in args]
+    base_leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
+                   else a for a in args]
     y_base = spec.baseline(*base_leaves)
     dy = torch.randn_like(y_base)
     return lambda: torch.autograd.grad(y_base, _differentiable(base_leaves), dy, retain_graph=True)
