@@ -95,6 +95,27 @@ CHEATS = {
     "a = np.lib.stride_tricks.as_strided(t, shape=(n,))": "uses np.lib.stride_tricks",
     "os.environ['LD_PRELOAD'] = 'x.so'": "assigns os.environ['LD_PRELOAD']",
     "torch.Tensor.block_size = 1\ndel torch.Tensor.block_shape": "deletes torch.Tensor.block_shape",
+    # a sixth pass: getattr with the name written out is read as the attribute, by every rule
+    "import os\ngetattr(os, 'system')('ls')": "uses system",
+    "import functools\ncopy = getattr(functools, 'update_wrapper')": "uses update_wrapper",
+    "import builtins as b": "imports builtins",
+    "run = getattr(m, 'eval')": "uses eval (other than as a model's .eval()",
+    "import torch\nmp = getattr(torch, 'multiprocessing')": "uses torch.multiprocessing",
+    "import string\nclass Grab(getattr(string, 'Formatter')):\n    pass": "uses Formatter",
+    "import numpy as np\ngetattr(np, 'load')('x.npy', None, True)": "third positional argument",
+    "import torch\ngetattr(torch, 'library').Library('aten', 'IMPL')": "changes PyTorch's own operators",
+    "import grader\ngetattr(grader, 'check').__globals__": "reaches into __globals__",
+    "import operator, os\noperator.attrgetter('system')(os)('ls')": "not a public one written out",
+    "import operator, os\noperator.methodcaller('system', 'ls')(os)": "not a public one written out",
+    # eval given code, or held in a name, is builtins' or a library's evaluator
+    "eval('1 + 1')": "uses eval (eval runs a string as code",
+    "df.eval('a + b')": "uses eval",
+    "f = model.eval": "uses eval",
+    # everyday words as names, but not the modules; PyTorch's profiler, with the reason
+    "import signal": "imports signal",
+    "import trace\ntrace.Trace()": "imports trace",
+    "from torch.profiler import profile": "the grader's own profiler session",
+    "import torch\nwith torch.profiler.profile() as p:\n    pass": "the grader's own profiler session",
 }
 
 HONEST = [
@@ -152,6 +173,12 @@ HONEST = [
     "if int(triton.__version__.split('.')[1]) >= 4: pass",   # a version gate, as Liger-Kernel has
     "from importlib.metadata import version\nnew_torch = version('torch') >= '2.5'",   # and another
     "import functools, itertools, dataclasses, typing, numpy as np, matplotlib.pyplot as plt",
+    # a sixth pass: honest code refused before (docs/threat-model.md)
+    "import torch\nmodel = torch.nn.Linear(2, 2).eval()\nmodel.eval()",
+    "def profile(fn, *args):\n    return fn(*args)\nsignal = torch.randn(8)\ncode = 'x'\nfor trace in []:\n    site = 1",
+    "import collections\nT = collections.namedtuple('T', 'a b')\nt = T(1, 2)\n"
+    "print(t._asdict(), t._replace(a=3), T._fields, T._make([1, 2]))",
+    "exp = getattr(tl, 'exp2', None)\nok = hasattr(torch, 'float8_e5m2')",
 ]
 
 
@@ -299,6 +326,21 @@ def test_a_name_bound_to_anything_else_is_not_the_notebooks_own(elsewhere):
      "uses the class P as a value"),
     (["class P:\n    def put(self, v):\n        self.x = v", "import operator\noperator.methodcaller('put', torch, 1)(p)"],
      "reaches the method put by name"),
+    # the class reached through an instance, held in a name
+    (["class P:\n    def put(self, v):\n        self.x = v", "p = P()\nT = type(p)\nT.put(torch.cuda, print)"],
+     "uses type(p) as a value"),
+    (["class P:\n    def put(self, v):\n        self.x = v", "p = P()\nT = p.__class__\nT.put(torch.cuda, print)"],
+     "uses p.__class__ as a value"),
+    # a class that sets no attributes itself, but inherits or hands its self to a method that does
+    (["class P:\n    def put(self, v):\n        self.x = v", "class Q(P):\n    pass", "C = Q\nC.put(torch, 1)"],
+     "uses the class Q as a value"),
+    (["class P:\n    def put(self, v):\n        self.x = v", "class Q:\n    def m(self, v):\n        P.put(self, v)",
+      "C = Q\nC.m(torch, 1)"], "uses the class Q as a value"),
+    (["class P:\n    def put(self, v):\n        self.x = v", "p = P()\nclass Q(p.__class__):\n    pass",
+      "C = Q\nC.put(torch, 1)"], "uses the class Q as a value"),
+    (["class Q:\n    def m(self):\n        return self._cache", "C = Q\nC.m(torch)"], "uses the class Q as a value"),
+    # getattr with the name written out is the attribute
+    (["class P:\n    def put(self, v):\n        self.x = v", "getattr(getattr(P, 'put'), 'x', P)"], "through its class"),
     # stores through an attribute of one's own object, which may hold any object
     (["class P:\n    def __init__(self):\n        self.m = torch.cuda\n        self.m.synchronize = print"],
      "assigns self.m.synchronize"),
@@ -398,6 +440,10 @@ def _tensor_verdict(*cells):
      "    for _ in range(3):\n        x.grad = None\n    return x"],
     # a module-level tensor used in a function that binds nothing of that name
     ["import torch\nw = torch.ones(8)", "def step():\n    w.grad = None"],
+    # arithmetic on new tensors and numbers, in-place initialisers (Triton's layer-norm and attention tests)
+    ["import torch\nx = -2.3 + 0.5 * torch.randn(4, 4)\nx.requires_grad_(True)\nx.grad = None"],
+    ["import torch\ndef test():\n    q = torch.empty(2, 2).normal_(mean=0.0, std=0.5).requires_grad_()\n"
+     "    dq, q.grad = q.grad.clone(), None\n    w = (torch.rand(3) * 2 - 1).cuda()\n    w.grad = None"],
 ])
 def test_a_new_tensors_autograd_flags_may_be_set(cells):
     assert _tensor_verdict(*cells).clean, _tensor_verdict(*cells)
@@ -415,6 +461,12 @@ def test_a_new_tensors_autograd_flags_may_be_set(cells):
     ["import torch", "def f(torch):\n    return torch", "x = torch.zeros(4)\nx.grad = print"],
     # not a new tensor, or another attribute
     ["import torch\nx = torch.autograd.grad(1, 2)\nx.grad = print"],
+    # arithmetic with an operand that is no new tensor or number: it may answer with any object
+    ["import torch\nx = torch.autograd + 1\nx.grad = print"],
+    ["import torch\nclass F:\n    def __mul__(self, o):\n        return torch.autograd", "x = F() * torch.randn(3)\n"
+     "x.grad = print"],
+    ["import torch\ny = torch.autograd\nx = y * torch.randn(3)\nx.grad = print"],
+    ["import torch\nx = not torch.randn(3)\nx.grad = print"],
     ["import torch\nx = torch.randn(4)\nx.backward = print"],
     ["import torch\nx = torch.randn(4)\ndel x.grad"],
     ["import torch\ntorch.autograd.grad = print"],
@@ -470,7 +522,7 @@ def test_a_name_rebound_out_of_its_scopes_sight_is_not_a_made_object(cells):
 def _notebook_refused(cells) -> list:
     """Each cell's problems, with the notebook's facts computed as submissions.sanitize does."""
     facts = (code_rules.imported_names(cells), code_rules.own_objects(cells), code_rules.notebook_classes(cells),
-             code_rules.own_tensors(cells))
+             code_rules.own_tensors(cells), code_rules.plain_imports(cells))
     return [code_rules.check_cell(c, *facts).problems for c in cells]
 
 
@@ -512,6 +564,17 @@ def test_routes_past_the_made_object_allowances_are_refused(cells):
      "def f():\n    s = Stats()\n    s.calls += 1\n    return s"],
     # `import torch.nn` binds torch to torch: a new tensor stays one
     ["import torch\nimport torch.nn", "x = torch.randn(3)\nx.requires_grad = True"],
+    # an own class as a decorator (it is called with the function)
+    ["import functools\nclass CountCalls:\n    def __init__(self, fn):\n        self.fn = fn\n        self.calls = 0\n"
+     "    def __call__(self, *args):\n        self.calls += 1\n        return self.fn(*args)",
+     "@CountCalls\ndef add(x, y):\n    return x + y"],
+    # classes whose methods set nothing, as values: an Enum's members, a dataclass's fields
+    ["import enum\nclass CastingMode(enum.Enum):\n    NONE = 0\n    LLAMA = 1\n    def describe(self):\n"
+     "        return self.name.lower()", "modes = [m for m in CastingMode]\nprint(list(CastingMode))"],
+    ["import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass KernelConfig:\n    BLOCK: int = 64\n"
+     "    def meta(self):\n        return [f.name for f in dataclasses.fields(self)]",
+     "print([f.name for f in dataclasses.fields(KernelConfig)])"],
+    ["class P:\n    def put(self, v):\n        self.x = v", "p = P()\nprint(type(p).__name__, type(p) is P, f'{type(p)}')"],
 ])
 def test_honest_decorators_dataclasses_and_submodule_imports_still_pass(cells):
     assert not any(_notebook_refused(cells)), _notebook_refused(cells)
@@ -579,8 +642,42 @@ def test_wrap_triton_and_a_written_out_namespace_still_pass():
     assert not any(_notebook_refused(cells)), _notebook_refused(cells)
 
 
-def test_a_triton_load_with_positional_mask_and_other_passes():
-    cells = ["import triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n"
-             "    offs = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + offs, offs < n, 0.0)\n"
-             "    y = triton.language.load(x_ptr + offs, offs < n, 0.0)"]
+@pytest.mark.parametrize("cells", [
+    ["import triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n"
+     "    offs = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + offs, offs < n, 0.0)\n"
+     "    y = triton.language.load(x_ptr + offs, offs < n, 0.0)"],
+    ["from triton import language as tl", "def k(p, m):\n    return tl.load(p, m, 0.0)"],
+    ["from triton.experimental.gluon import language as gl", "def k(p, m):\n    return gl.load(p, m, 0.0)"],
+])
+def test_a_triton_load_with_positional_mask_and_other_passes(cells):
     assert not any(_notebook_refused(cells)), _notebook_refused(cells)
+
+
+# The `.load` exemption trusts what the whole notebook binds the name to, not its spelling.
+@pytest.mark.parametrize("cells", [
+    ["import numpy as tl\ntl.load('x.npy', None, True)"],
+    ["import triton.language as tl", "import numpy as tl", "tl.load('x.npy', None, True)"],
+    ["import triton.language as tl", "def f(tl):\n    return tl.load('x.npy', None, True)"],
+    ["import numpy as language\nlanguage.load('x.npy', None, True)"],
+    ["import numpy as triton\ntriton.language.load('x.npy', None, True)"],
+])
+def test_a_load_named_like_tritons_is_refused(cells):
+    assert any("third positional argument" in p for ps in _notebook_refused(cells) for p in ps), \
+        _notebook_refused(cells)
+
+
+def test_logging_formatter_passes_only_where_logging_is_the_logging_module():
+    honest = ["import logging\nh = logging.StreamHandler()\nh.setFormatter(logging.Formatter('%(message)s'))"]
+    assert not any(_notebook_refused(honest)), _notebook_refused(honest)
+    for elsewhere in ["import string as logging", "logging = __import__('string')", "def f(logging):\n    pass"]:
+        cells = [elsewhere, "import logging\nclass Grab(logging.Formatter):\n    def format_field(self, v, s):\n"
+                 "        self.got = v\n        return ''"]
+        assert any("uses Formatter" in p for p in _notebook_refused(cells)[1]), (elsewhere, _notebook_refused(cells))
+    assert any("uses Formatter" in p for p in _notebook_refused(["import string\nstring.Formatter()"])[0])
+
+
+# Everyday words name the notebook's own objects, unless some cell of the notebook imports them.
+def test_an_everyday_word_is_refused_as_a_name_where_the_notebook_imports_it():
+    assert not any(_notebook_refused(["def profile(fn):\n    return fn()", "profile(print)"]))
+    refused = _notebook_refused(["import cProfile as profile", "profile.run('print(1)')"])
+    assert any("uses profile" in p for p in refused[1]), refused

@@ -117,6 +117,17 @@ ALLOWED_DUNDERS = frozenset({"__init__", "__post_init__", "__name__", "__qualnam
 BINDABLE_DUNDERS = frozenset({"__all__", "__slots__", "__version__"})
 # Modules a notebook uses under these names even where the cell that imports them is not checked.
 KNOWN_MODULES = frozenset({"grader", "torch", "triton", "tl", "F", "nn", "np", "math", "time", "os", "sys"})
+# Forbidden modules whose names are also everyday words (a helper `profile`, a `signal` tensor, a `code`
+# string). Importing the module stays refused; the name itself is the notebook's own wherever no import
+# in the notebook binds it, since the only cell that runs unchecked (the Colab install) binds importlib,
+# os, subprocess and sys alone.
+EVERYDAY_WORDS = frozenset({"code", "profile", "signal", "site", "trace"})
+# Triton's language modules, whose `load(pointer, mask, other)` takes a third positional argument that
+# is no pickle switch: exempt from the `.load` rule below when the notebook binds the name to them alone.
+TRITON_LANGUAGES = frozenset({"triton.language", "triton.experimental.gluon.language"})
+# A namedtuple's public API, named with a `_` so as not to clash with its fields. No grader module
+# defines these names; on a foreign object they only read fields or make a new tuple.
+NAMEDTUPLE_API = frozenset({"_asdict", "_replace", "_fields", "_make"})
 # Magics that only time or configure plotting; their code is checked like a cell's.
 ALLOWED_MAGICS = frozenset({"time", "timeit", "matplotlib"})
 
@@ -163,6 +174,30 @@ def _is_plain_getattr(node) -> bool:
             and not name.value.startswith("_") and name.value not in FORBIDDEN_SYS | FORBIDDEN_ATTRIBUTES | {"sys"}):
         return False
     return _root(node.args[0]) != "grader" or name.value in GRADER_API
+
+
+class _GetattrAsAttribute(ast.NodeTransformer):
+    """Writes each plain getattr (_is_plain_getattr) as the attribute it reads: `getattr(os, "system")`
+    as `os.system`, `getattr(x, "n", d)` as `x.n or d`. Every rule that looks at an attribute's name or
+    chain (forbidden calls, modules, the grader's public functions, a method through its class, `.load`)
+    then sees the same code however it is spelled: a red team ran `getattr(os, "system")(...)` and
+    `getattr(functools, "update_wrapper")` past rules that read `os.system` alone. (hasattr is left
+    alone: it returns a bool, never the attribute.)"""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)      # inner getattrs first: getattr(getattr(a, "b"), "c") is a.b.c
+        if not _is_plain_getattr(node):
+            return node
+        attribute = ast.copy_location(ast.Attribute(value=node.args[0], attr=node.args[1].value, ctx=ast.Load()),
+                                      node)
+        if len(node.args) == 3:      # the default is code too: checked as the other value of an `or`
+            return ast.copy_location(ast.BoolOp(op=ast.Or(), values=[attribute, node.args[2]]), node)
+        return attribute
+
+
+def _parse(source: str):
+    """A cell's syntax tree as the rules read it: IPython's magics as calls, plain getattrs as attributes."""
+    return ast.fix_missing_locations(_GetattrAsAttribute().visit(ast.parse(_python_of(source))))
 
 
 def _magic_call(node):
@@ -215,6 +250,31 @@ def imported_names(sources) -> set:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names
+
+
+def plain_imports(sources) -> dict:
+    """{name: module} for the names that the notebook binds, in every cell, only by importing one and the
+    same module (`import triton.language as tl`, `from triton import language as tl`, `import logging`),
+    and by nothing else (no assignment, parameter, definition, loop or other import): names that are that
+    module wherever a cell uses them. A rule that trusts a spelling (`tl.load`, `logging.Formatter`) asks
+    here, for the whole notebook, as _torch_is_torch does for torch: `import numpy as tl`, or
+    `import string as logging` in any other cell, would otherwise make the spelling lie."""
+    modules, other = {}, set()
+    for tree in _trees(sources):
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
+                    bound = (a.asname or a.name).split(".")[0]
+                    if isinstance(node, ast.ImportFrom):
+                        module = None if node.level or not node.module else f"{node.module}.{a.name}"
+                    else:
+                        module = a.name if a.asname else bound    # `import a.b` binds a, to the module a
+                    if module is None or modules.setdefault(bound, module) != module:
+                        other.add(bound)
+            elif not isinstance(node, ast.alias):     # an import's names are read above
+                other.update([node.id] if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)
+                             else _bound_names(node))
+    return {name: module for name, module in modules.items() if name not in other}
 
 
 def _plain_classes(trees) -> set:
@@ -290,14 +350,30 @@ TENSOR_MAKERS = frozenset({"randn", "rand", "randint", "randn_like", "rand_like"
                            "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like",
                            "full_like", "tensor", "arange", "linspace", "eye"})
 TENSOR_METHODS = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "contiguous", "clone",
-                            "detach", "requires_grad_"})
+                            "detach", "requires_grad_",
+                            # in-place initialisers, which return the tensor they fill
+                            "normal_", "uniform_", "fill_", "zero_"})
+
+
+def _is_number(node) -> bool:
+    """`0.5`, `-2.3`: a number written out."""
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
 def _makes_tensor(value) -> bool:
-    """`torch.randn(...)`, `torch.zeros(...).cuda().half()`: a new tensor, whatever the arguments."""
+    """`torch.randn(...)`, `torch.zeros(...).cuda().half()`: a new tensor, whatever the arguments; and
+    arithmetic on new tensors and numbers written out (`-2.3 + 0.5 * torch.randn(...)`, Triton's
+    layer-norm test), which PyTorch's operators answer with a new tensor. An operand of any other kind
+    (a name, an object of the notebook's class) could answer with anything, a module included."""
     while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
             and value.func.attr in TENSOR_METHODS:
         value = value.func.value
+    if isinstance(value, ast.BinOp) or isinstance(value, ast.UnaryOp) \
+            and isinstance(value.op, (ast.USub, ast.UAdd, ast.Invert)):    # `not` gives a bool
+        operands = [value.left, value.right] if isinstance(value, ast.BinOp) else [value.operand]
+        return any(_makes_tensor(o) for o in operands) and all(_makes_tensor(o) or _is_number(o) for o in operands)
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
         and isinstance(value.func.value, ast.Name) and value.func.value.id == "torch" \
         and value.func.attr in TENSOR_MAKERS
@@ -500,12 +576,87 @@ def _binds(function, name) -> bool:
         isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(function))
 
 
+def _acts_on_its_object(name, parents, methods) -> bool:
+    """Whether this use of a method's own `self` or `ctx` is one that the rules allow only on the
+    notebook's own object (the ast.Name nodes of _method_selves): setting or deleting its attributes, a
+    store into one (`self.cache[k] = v`), a private attribute, a subscript of it, or handing it as the
+    first argument of a method called through a class (`Base.put(self, v)`, `Base.__init__(self)`;
+    `methods` are the notebook's method names). Reading a public attribute (`self.n`, `self.put(v)`),
+    or handing it on otherwise (`dataclasses.fields(self)`, `return self`), the rules allow on any
+    object, and a name it is handed to is no method's own."""
+    node, parent = name, parents.get(id(name))
+    if isinstance(parent, ast.Call):
+        return bool(parent.args) and parent.args[0] is node and isinstance(parent.func, ast.Attribute) \
+            and parent.func.attr in methods | {"__init__"}
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        return True
+    if not isinstance(parent, ast.Attribute):
+        return False
+    if parent.attr.startswith("_"):
+        return True
+    while isinstance(parent, (ast.Attribute, ast.Subscript)) and parent.value is node:
+        if not isinstance(parent.ctx, ast.Load):
+            return True
+        node, parent = parent, parents.get(id(parent))
+    return False
+
+
+def _acting_classes(trees) -> set:
+    """The notebook's classes that may not be used as values (`C = P`, `f(P)`, `for m in [P, Q]`), since
+    a method of theirs, reached through the class under a name the rules cannot follow, would be called
+    with any first argument (`C.put(torch.cuda, fake)`): those with a method, of their own or of a base
+    of the notebook's, that acts on its own `self` or `ctx` (_acts_on_its_object). A class that only
+    reads its object's public attributes (an Enum's members, a dataclass's fields with a property)
+    does no more through a foreign object than code may do to it directly, and a dataclass's generated
+    `__init__` is refused through a class by its own rule. Anything the rules cannot see through counts
+    as acting: a base other than a library's class (a name, or public attributes of a name, that only
+    imports or builtins bind: `enum.Enum`; `class Q(p.__class__)` inherits P's methods), a decorator but
+    @dataclass, a metaclass, a name bound otherwise too."""
+    # names bound by anything but an import or a class statement (`Base = p.__class__`)
+    other = {n.id for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)} \
+        | {name for tree in trees for n in ast.walk(tree) if not isinstance(n, (ast.ClassDef, ast.alias))
+           for name in _bound_names(n)}
+    dataclass_ok = _dataclass_names_are_dataclasses(trees)
+    methods = {f.name for tree in trees for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+               for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defined, acting = {}, set()
+    for tree in trees:
+        selves = _method_selves(tree)
+        parents = {id(child): parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+        for c in ast.walk(tree):
+            if not isinstance(c, ast.ClassDef):
+                continue
+            defined.setdefault(c.name, []).append(c)
+            if c.name in other or c.keywords or not all(dataclass_ok and _is_dataclass(d) for d in c.decorator_list) \
+                    or any(isinstance(n, ast.Name) and n.id in ("self", "ctx") and id(n) in selves
+                           and _acts_on_its_object(n, parents, methods) for n in ast.walk(c)):
+                acting.add(c.name)
+
+    def library_class(base) -> bool:
+        while isinstance(base, ast.Attribute) and not base.attr.startswith("_"):
+            base = base.value
+        return isinstance(base, ast.Name) and base.id not in other and base.id not in defined
+
+    changed = True
+    while changed:      # and those that inherit from one, or from what the rules cannot see through
+        changed = False
+        for name, statements in defined.items():
+            if name not in acting and any(not (library_class(b) or isinstance(b, ast.Name) and b.id in defined
+                                               and b.id not in other and b.id not in acting)
+                                          for c in statements for b in c.bases):
+                acting.add(name)
+                changed = True
+    return acting
+
+
 def notebook_classes(sources) -> frozenset:
     """The classes the notebook defines, and as "Class.method" their methods whose first parameter is
     `self` or `ctx` (whose attributes such a method may set): what a cell may not call through a class."""
     trees = list(_trees(sources))
     # and as "Plan()" the plain ones (own_objects), whose instances a function may make and set like self
     found = {f"{name}()" for name in _plain_classes(trees)}
+    # and as "Plan!" those whose methods act on the object they are called with (_acting_classes)
+    found.update(f"{name}!" for name in _acting_classes(trees))
     for tree in trees:
         for c in ast.walk(tree):
             if isinstance(c, ast.ClassDef):
@@ -525,6 +676,8 @@ def _methods_reached_through_a_class(tree, classes: frozenset) -> list:
     of any object. Through an instance (`p.put(v)`, `self.put(v)`) it is the object's own, and so it is
     when called through a class with a method's own `self` (`Base.__init__(self)`, older code's super())."""
     found = {name for name in classes | notebook_classes([ast.unparse(tree)]) if not name.endswith("()")}
+    acting = {name[:-1] for name in found if name.endswith("!")}
+    found -= {f"{name}!" for name in acting}
     selves = _method_selves(tree)
     on_own_self = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args
                    and isinstance(n.args[0], ast.Name) and id(n.args[0]) in selves}
@@ -557,6 +710,10 @@ def _methods_reached_through_a_class(tree, classes: frozenset) -> list:
                                                        and node in parent.args[1:]
                                                        or parent.func.id == "super" and node in parent.args[:1]))
                 or isinstance(parent, ast.Attribute) or isinstance(parent, ast.ClassDef)
+                # `@CountCalls` on a def: the class called with the function
+                or isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and node in parent.decorator_list
+                # `type(p) is P`: `is` calls no method of either side (`==` calls the other's __eq__)
+                or isinstance(parent, ast.Compare) and all(isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops)
                 or isinstance(parent, ast.Tuple) and isinstance(parents.get(id(parent)), ast.Call)
                 and parents[id(parent)].func is not parent
                 and getattr(parents[id(parent)].func, "id", None) in ("isinstance", "issubclass")
@@ -567,8 +724,6 @@ def _methods_reached_through_a_class(tree, classes: frozenset) -> list:
         if isinstance(node, ast.Attribute) and node.attr in settable and a_class(node.value) \
                 and id(node) not in on_own_self:
             problems.append(f"calls the method {node.attr} through its class (call it on an instance)")
-        elif _is_plain_getattr(node) and node.args[1].value in settable and a_class(node.args[0]):
-            problems.append(f"calls the method {node.args[1].value} through its class (call it on an instance)")
         elif isinstance(node, ast.Call) and _chain(node.func).split(".")[-1] in NAMED_GETTERS \
                 and any(isinstance(a, ast.Constant) and a.value in settable for a in node.args[:1]):
             problems.append(f"reaches the method {node.args[0].value} by name")
@@ -577,9 +732,14 @@ def _methods_reached_through_a_class(tree, classes: frozenset) -> list:
                 and not (isinstance(node.func.value, ast.Call) and getattr(node.func.value.func, "id", None) == "super") \
                 and id(node.func) not in on_own_self:
             problems.append(f"calls an autograd.Function's {node.func.attr} by hand (call .apply: autograd hands it its ctx)")
-        elif isinstance(node, ast.Name) and node.id in classes and settable and isinstance(node.ctx, ast.Load) \
+        elif isinstance(node, ast.Name) and node.id in acting and isinstance(node.ctx, ast.Load) \
                 and not placed_as_a_class(node):
-            problems.append(f"uses the class {node.id} as a value (make instances of it, or read its attributes)")
+            problems.append(f"uses the class {node.id} as a value (its methods act on the object they are "
+                            f"called with: make instances of it, or read its attributes)")
+        elif acting and a_class(node) and not isinstance(node, ast.Name) and not placed_as_a_class(node) \
+                and not isinstance(parents.get(id(node)), ast.FormattedValue):    # f"{type(p)}": its name
+            # `T = type(p)`: any of the notebook's classes, reached through an instance
+            problems.append(f"uses {_chain(node)} as a value (read its attributes: {_chain(node)}.__name__)")
     return problems
 
 
@@ -648,7 +808,36 @@ def _reaches_submodule(node) -> bool:
     return any(name == m or name.startswith(m + ".") for name in names for m in FORBIDDEN_SUBMODULES)
 
 
-def _bindings_and_protocols(tree) -> list:
+# Attribute names that attrgetter and methodcaller may not be handed, as an attribute may not be read
+# by them: they are getattr under another name.
+GETTER_REFUSED = PROTOCOL_NAMES | ESCAPES | FORBIDDEN_CALLS | FORBIDDEN_MODULES | FORBIDDEN_SYS | FORBIDDEN_ATTRIBUTES \
+    | {"sys"}
+# What a refusal adds where its word would not read as the student's code: the use refused, and the
+# allowed way (keys: a name, ".name" for any attribute of that name, or an attribute chain or import
+# written out in full).
+_PROFILER = (" (the grader's own profiler session records which kernels your function runs, and a profiler "
+             "of the notebook's own could disturb that record; time with triton.testing.do_bench or %timeit)")
+EXPLAINED = {
+    "eval": " (eval runs a string as code; a model's .eval(), with no arguments, is fine)",
+    ".eval": " (other than as a model's .eval() with no arguments: an eval given code runs it)",
+    "torch.profiler.profile": _PROFILER,
+}
+
+
+def _is_triton_load(func, plain) -> bool:
+    """`tl.load`, `triton.language.load`, `gl.load`: Triton's load, whose third positional argument is
+    `other`, the value of masked-off elements. Only where the chain's root is bound, in the whole
+    notebook, by an import of Triton alone (plain_imports): `import numpy as tl` makes `tl.load` NumPy's."""
+    attributes = []
+    while isinstance(func, ast.Attribute):     # names only: `tl.load`, not `f().load` or `x[0].load`
+        attributes.insert(0, func.attr)
+        func = func.value
+    module = plain.get(func.id) if isinstance(func, ast.Name) else None
+    return module is not None and ".".join([module] + attributes[:-1]) in TRITON_LANGUAGES
+
+
+def _bindings_and_protocols(tree, modules=KNOWN_MODULES, plain=None) -> list:
+    plain = plain or {}
     problems = []
     # `@functools.wraps(f)` / `@wraps(f)` written on a def: the only place wraps may appear
     decorating = {id(d.func) for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -661,24 +850,37 @@ def _bindings_and_protocols(tree) -> list:
     called_getters = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     methods = {(c.name, f.args.args[0].arg) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
                for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.args.args}
+    # `model.eval()`: nn.Module's switch to inference, called with no arguments. Every eval that runs code
+    # needs the code as an argument (builtins', pandas'); held in a name (`f = m.eval`), it is refused.
+    module_eval = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                   and n.func.attr == "eval" and not n.args and not n.keywords}
+    # `logging.Formatter`: it formats log records, as a Handler (allowed) sees them; string.Formatter, whose
+    # subclasses are handed each object a format string reaches, stays refused. Only where the whole
+    # notebook binds `logging` to the logging module alone (`import string as logging` anywhere would not).
+    log_formatters = {id(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "Formatter"
+                      and isinstance(n.value, ast.Name) and plain.get(n.value.id) == "logging"}
+    # each imported name written out in full (`from torch.profiler import profile`: torch.profiler.profile)
+    imported = {id(a): f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                for a in n.names}
     for node in ast.walk(tree):
         for name in _bound_names(node):
-            if name in FORBIDDEN_NAMES or name in FORBIDDEN_MODULES:
+            if name in FORBIDDEN_NAMES or name in FORBIDDEN_MODULES and (name not in EVERYDAY_WORDS or name in modules):
                 problems.append(f"rebinds the name {name}")
             elif name in PROTOCOL_NAMES:
                 problems.append(f"defines {name}")
         if isinstance(node, ast.Name) and node.id in PROTOCOL_NAMES:
             problems.append(f"uses {node.id}")
         elif isinstance(node, ast.Attribute) and node.attr in PROTOCOL_NAMES | ESCAPES | FORBIDDEN_CALLS \
-                and not _is_magic_target(node):
-            problems.append(f"uses {node.attr}")
+                and not _is_magic_target(node) and id(node) not in module_eval | log_formatters:
+            problems.append(f"uses {node.attr}" + EXPLAINED.get("." + node.attr, ""))
         elif isinstance(node, ast.Attribute) and node.attr == "path" and _root(node) == "sys":
             problems.append("uses sys.path")
         elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_MODULES:
-            problems.append(f"uses {_chain(node)}")      # torch.multiprocessing, numpy.ctypeslib, ...
+            # torch.multiprocessing, numpy.ctypeslib, torch.profiler.profile, ...
+            problems.append(f"uses {_chain(node)}" + EXPLAINED.get(_chain(node), ""))
         elif isinstance(node, ast.alias) and \
                 set(node.name.split(".")) & (PROTOCOL_NAMES | ESCAPES | FORBIDDEN_CALLS | FORBIDDEN_MODULES):
-            problems.append(f"imports {node.name}")
+            problems.append(f"imports {node.name}" + EXPLAINED.get(imported.get(id(node), node.name), ""))
         elif isinstance(node, ast.alias) and node.name in NAMED_GETTERS | {"wraps"} \
                 and node.asname not in (None, node.name):
             problems.append(f"imports {node.name} under another name")
@@ -717,8 +919,7 @@ def _bindings_and_protocols(tree) -> list:
         if isinstance(node, ast.Call) and _chain(node.func).split(".")[-1] in NAMED_GETTERS \
                 and not all(isinstance(a, ast.Constant) and isinstance(a.value, str)
                             and all(part.isidentifier() and not part.startswith("_")
-                                    and part not in FORBIDDEN_SYS | FORBIDDEN_ATTRIBUTES | {"sys"}
-                                    for part in a.value.split("."))
+                                    and part not in GETTER_REFUSED for part in a.value.split("."))
                             for a in node.args[:1 if "methodcaller" in _chain(node.func) else None]):
             problems.append(f"uses {_chain(node.func)} with a name that is not a public one written out")
         elif isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in called_getters \
@@ -729,7 +930,7 @@ def _bindings_and_protocols(tree) -> list:
                 and not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             problems.append(f"calls {_chain(node.func)} with a namespace or name not written out")
         if isinstance(node, ast.Call) and _chain(node.func).split(".")[-1] == "load" and len(node.args) >= 3 \
-                and _root(node.func) != "tl" and "language" not in _chain(node.func).split("."):  # tl.load(p, m, 0.0)
+                and not _is_triton_load(node.func, plain):  # tl.load(p, m, 0.0)
             problems.append(f"calls {_chain(node.func)} with a third positional argument (allow_pickle, "
                             f"pickle_module: loading code)")
         if isinstance(node, ast.Call) and "library" in _chain(node.func).split("."):
@@ -741,13 +942,15 @@ def _bindings_and_protocols(tree) -> list:
 
 
 def check_cell(source: str, modules: set = KNOWN_MODULES, own: frozenset = frozenset(),
-               classes: frozenset = frozenset(), tensors: frozenset | None = frozenset()) -> Verdict:
+               classes: frozenset = frozenset(), tensors: frozenset | None = frozenset(),
+               plain: dict | None = None) -> Verdict:
     """Which rules a student's cell breaks; `modules` are the notebook's imported names, `own` the names
     of its own objects (own_objects), whose attributes it may set, `classes` its classes (notebook_classes),
-    `tensors` the names its top level binds to new tensors (own_tensors), whose autograd flags it may set."""
+    `tensors` the names its top level binds to new tensors (own_tensors), whose autograd flags it may set,
+    `plain` the names it binds to one module alone (plain_imports; none trusted when not given)."""
     verdict = Verdict()
     try:
-        tree = ast.parse(_python_of(source))
+        tree = _parse(source)
     except SyntaxError:
         # Not Python, but IPython may still run it: `time exec(...)` is the %time magic (automagic).
         verdict.problems.append("does not parse as Python")
@@ -757,7 +960,7 @@ def check_cell(source: str, modules: set = KNOWN_MODULES, own: frozenset = froze
     if any(re.search(r"\bget_ipython\b", line) for line in source.splitlines()
            if not line.lstrip().startswith(("!", "%"))):
         verdict.problems.append("uses get_ipython (write the magic itself: %time, %timeit)")
-    _check_tree(tree, modules, verdict, SETTABLE_ROOTS | own, classes, tensors)
+    _check_tree(tree, modules, verdict, SETTABLE_ROOTS | own, classes, tensors, plain or {})
     return verdict
 
 
@@ -800,7 +1003,9 @@ def _own_attribute(node, selves, settable) -> bool:
     return isinstance(node.value, ast.Name) and _own_name(node.value, selves, settable)
 
 
-def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozenset(), tensors=frozenset()):
+def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozenset(), tensors=frozenset(),
+                plain=None):
+    plain = plain or {}
     problems = verdict.problems
     magic_nodes = set()
     for node in ast.walk(tree):
@@ -814,22 +1019,21 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
         setup = node.args[1].value if kind == "cell" and isinstance(node.args[1], ast.Constant) else ""
         if kind != "system" and name in ALLOWED_MAGICS and isinstance(code, str) and _parses(code) \
                 and (not setup.strip() or (name == "matplotlib")):
-            _check_tree(ast.parse(_python_of(code)), modules, verdict, settable, classes, tensors)
+            _check_tree(_parse(code), modules, verdict, settable, classes, tensors, plain)
         elif kind == "system":
             verdict.dropped.append("a shell command")
         else:
             verdict.dropped.append(f"the magic %{name}")
 
-    plain_getattr = {id(node.func) for node in ast.walk(tree) if _is_plain_getattr(node)}
-    problems += _bindings_and_protocols(tree)
+    problems += _bindings_and_protocols(tree, modules, plain)
     problems += _methods_reached_through_a_class(tree, classes)
     selves = _method_selves(tree)
     tensor_uses = _made_uses(tree, tensors)
     # A function's own instance of a plain class of the notebook's (`plan = Plan()` in that function, the
     # name bound to nothing else there) is set like `self`; the top level's are `settable` (own_objects).
-    plain = {c[:-2] for c in classes if c.endswith("()")}
+    plain_classes = {c[:-2] for c in classes if c.endswith("()")}
     selves |= _made_uses(tree, frozenset(), lambda v: isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
-                         and v.func.id in plain)
+                         and v.func.id in plain_classes)
     # `X.__init__(obj, ...)` sets attributes on obj whatever X is (a dataclass's generated __init__, a
     # library class's): only on a method's own self, through super(), or on one's own object.
     initialised = set()
@@ -845,28 +1049,28 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
     # ... and only called so: held in a name (`init = C.__init__`), it is called on anything
     problems += [f"uses {_chain(n)} other than by calling it" for n in ast.walk(tree)
                  if isinstance(n, ast.Attribute) and n.attr == "__init__" and id(n) not in initialised]
-    # `grader` may be read only as `grader.<public function>` (getattr with the name written out
-    # included): bound to another name or passed along, it leads to the grader's modules.
+    # `grader` may be read only as `grader.<public function>` (getattr with the name written out, which
+    # _parse wrote as that attribute, included): bound to another name or passed along, it leads to the
+    # grader's modules.
     public_uses = {id(node.value) for node in ast.walk(tree)
-                   if isinstance(node, ast.Attribute) and node.attr in GRADER_API} | \
-                  {id(node.args[0]) for node in ast.walk(tree) if _is_plain_getattr(node)}
+                   if isinstance(node, ast.Attribute) and node.attr in GRADER_API}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id == "grader" and isinstance(node.ctx, ast.Load) \
                 and id(node) not in public_uses:
             problems.append("uses the name grader other than as grader.<public function>")
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and id(node) not in magic_nodes \
-                and id(node) not in plain_getattr:
-            problems.append(f"uses {node.id}")
-        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_MODULES:
+        if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and id(node) not in magic_nodes:
+            problems.append(f"uses {node.id}" + EXPLAINED.get(node.id, ""))
+        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_MODULES \
+                and (node.id not in EVERYDAY_WORDS or node.id in modules):
             problems.append(f"uses {node.id}")
         elif isinstance(node, ast.Attribute):
             if node.attr.startswith("__") and node.attr not in ALLOWED_DUNDERS:
                 problems.append(f"reaches into {node.attr}")
             if node.attr in FORBIDDEN_SYS or node.attr == "sys" or node.attr in FORBIDDEN_ATTRIBUTES:
                 problems.append(f"uses {_chain(node)}")
-            elif node.attr.startswith("_") and not node.attr.startswith("__") and node.attr not in TRITON_IDIOMS \
-                    and not _own_attribute(node, selves, settable):
+            elif node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and node.attr not in TRITON_IDIOMS | NAMEDTUPLE_API and not _own_attribute(node, selves, settable):
                 problems.append(f"uses the private {_chain(node)}")
             if isinstance(node.value, ast.Name) and node.value.id == "grader" and node.attr not in GRADER_API:
                 problems.append(f"uses {_chain(node)}, which is not part of the grader's public functions")
@@ -923,11 +1127,12 @@ RULES = ("Submitted cells may not change the grader, PyTorch, Triton or any othe
          "and `grad` of a tensor the code made (`x = torch.randn(...)`, that name bound to nothing else), and directly "
          "(`self.x`, `self.cache[k]`, not `self.m.x`); a method that sets them is called on an instance, not "
          "through its class, a static method's first parameter is no `self`, an autograd.Function is called "
-         "by `.apply`, and a class is only called, read or inherited from; no `sys.modules`, no other private `_` "
-         "attributes except Triton's `kernel._init_handles()`; a tensor descriptor's `block_shape` may be "
+         "by `.apply`, and a class whose methods set attributes is only called, read, inherited from or used as a decorator; "
+         "no `sys.modules`, no other private `_` attributes except Triton's `kernel._init_handles()` and a namedtuple's "
+         "`_asdict`, `_replace`, `_fields` and `_make`; a tensor descriptor's `block_shape` may be "
          "set), may use the grader only as `grader.<public function>` (`grader.check`, `grader.setup`, ...), may not run strings as code or reach names by a string "
-         "built at run time (`exec`, `eval`, `__import__`, `setattr`, `globals`; `getattr(obj, \"name\")` "
-         "with the name written out is fine) nor define or rebind those names, may not hand tensors to "
+         "built at run time (`exec`, `eval` (a model's `.eval()` is fine), `__import__`, `setattr`, `globals`; "
+         "`getattr(obj, \"name\")` with the name written out is read as `obj.name`) nor define or rebind those names, may not hand tensors to "
          "other libraries (NumPy's array interface, DLPack, `__torch_function__`) or replace PyTorch's own "
          "operators, may import only installed modules, name by name (no `import *`), and not those that run code from strings, files or "
          "bytes (pickle, timeit, code, runpy, pdb, ...; time with `%timeit` or `triton.testing.do_bench`), "
@@ -962,9 +1167,9 @@ def refusal(source: str) -> str | None:
 
 
 def neutralize(source: str, modules: set, own: frozenset = frozenset(), classes: frozenset = frozenset(),
-               tensors: frozenset | None = frozenset()) -> tuple:
+               tensors: frozenset | None = frozenset(), plain: dict | None = None) -> tuple:
     """(source to grade, list of what was done) for one student cell."""
-    verdict = check_cell(source, modules, own, classes, tensors)
+    verdict = check_cell(source, modules, own, classes, tensors, plain)
     if verdict.problems:
         why = "; ".join(verdict.problems)
         return (f"{REFUSED}{why}.\n# {RULES}\n"
@@ -981,7 +1186,7 @@ def neutralize(source: str, modules: set, own: frozenset = frozenset(), classes:
             # a line magic or shell line stays only if, alone, it is an allowed magic that passes the rules;
             # the lines a backslash continues it onto belong to it and go with it
             if continued or stripped.startswith(("!", "%")) \
-                    and not check_cell(stripped, modules, own, classes, tensors).clean:
+                    and not check_cell(stripped, modules, own, classes, tensors, plain).clean:
                 kept.append(f"# removed before grading: {stripped}")
                 continued = line.rstrip().endswith("\\")
             else:
@@ -989,7 +1194,7 @@ def neutralize(source: str, modules: set, own: frozenset = frozenset(), classes:
         cleaned = "\n".join(kept)
         # What runs must be what was checked: removing a line can change what the others mean (a `%`
         # line inside a string turned the rest of it into code). Checked again, it must pass as it is.
-        again = check_cell(cleaned, modules, own, classes, tensors)
+        again = check_cell(cleaned, modules, own, classes, tensors, plain)
         if again.problems or again.dropped:
             why = "; ".join(again.problems) or "its code changes meaning once its magics are removed"
             return (f"{REFUSED}{why}.\n# {RULES}\n"
