@@ -110,6 +110,6 @@ def test_autograde_gives_solutions_correctness_points_and_exercises_zero(course_
         assert scores[(day, "reference")] == pytest.approx(expected), (day, scores)
         assert scores[(day, "untouched")] == 0.0, (day, scores)
 
-    if not DEVICE.is_gpu:
+    if not DEVICE.is_gpu and "day1" in DAYS:
         graded = (course_copy / "grading" / "autograded" / "reference" / "day1" / "vector_add.ipynb").read_text()
         assert "needs a CUDA GPU" in graded

@@ -13,6 +13,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 import kernels
 from clock import time_with_the_clock
@@ -20,6 +21,7 @@ from conftest import DEVICE, on_cpu_only
 from grader import shared_tensors
 from grader.checker import timer
 from grader.checker.exchange import Exchange
+from grader.lectures import day5 as day5_lectures
 from grader.pipeline import sandbox
 
 
@@ -250,3 +252,33 @@ def test_in_a_sandboxed_batch_the_clock_imports_the_batchs_grader_without_answer
         assert clock.started() and clock.grader == str(copy / "grader")
     finally:
         clock.close()
+
+
+class _BackwardWithoutD(torch.autograd.Function):
+    """The lectures' FlashAttention with the delta pre-pass left out (D taken as 0): wrong gradients."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal):
+        return day5_lectures.FlashAttention.forward(ctx, q, k, v, causal)
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        return *day5_lectures.attention_backward(q, k, v, torch.zeros_like(o), lse, do.contiguous(), ctx.causal), None
+
+
+@pytest.mark.parametrize("fn, said", [
+    (day5_lectures.flash_attention, None),
+    (lambda q, k, v, causal=False: _BackwardWithoutD.apply(q, k, v, causal), "checked by the grader's clock"),
+    (lambda q, k, v, causal=False: day5_lectures.attention_forward(q, k, v, causal)[0],
+     "does not come from a torch.autograd.Function"),
+], ids=["honest", "wrong gradients", "no autograd.Function"])
+def test_a_backward_exercise_times_and_checks_the_backward_pass(tmp_path, fn, said):
+    # The clock's set ends with the output's gradient; the kernel runs the forward passes before the
+    # clock starts and hands over the input gradients, which the clock checks against float64 autograd.
+    measured, handed = time_with_the_clock(fn, tmp_path, key="day5.attention_backward")
+    if said is None:
+        assert handed["ok"] and "error" not in measured, (measured, handed)
+        assert all(ms > 0 for ms in measured["yours"] + measured["baseline"])
+    else:
+        assert said in measured.get("error", "") + handed.get("message", ""), (measured, handed)

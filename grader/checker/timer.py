@@ -264,6 +264,8 @@ def _sets(spec, shape, dtype, device, folder, gen) -> list:
     import torch
     from grader import shared_tensors
     first = spec.make_inputs(shape, dtype, device, gen)
+    if spec.backward:   # a backward pass also takes the output's gradient: the set's last tensor
+        first = (*first, torch.empty(_output_shape(spec, first), dtype=dtype, device=device))
     size = sum(a.numel() * a.element_size() for a in first if isinstance(a, torch.Tensor))
     count = max(MIN_SETS, min(MAX_SETS, SET_BYTES // max(size, 1)))
     sets = []
@@ -276,16 +278,30 @@ def _sets(spec, shape, dtype, device, folder, gen) -> list:
 def _refill(spec, sets, shape, dtype, device, gen) -> list:
     """Fresh values in every set; the expected result of each (computed before any call sees them)."""
     import torch
-    from grader.student.checks import _as_tuple
+    from grader.student.checks import _as_tuple, expected_gradients
     expected = []
-    with torch.no_grad():
-        for args in sets:
+    for args in sets:
+        with torch.no_grad():
             for a, new in zip(args, spec.make_inputs(shape, dtype, device, gen)):
                 if isinstance(a, torch.Tensor):
                     a.copy_(new)
-            expected.append(_as_tuple(spec.reference(*args)))
+        if spec.backward:   # the input gradients, for a gradient dy drawn after the inputs
+            grads, dy = expected_gradients(spec, args[:-1], gen, dtype)
+            with torch.no_grad():
+                args[-1].copy_(dy)
+            expected.append(grads)
+        else:
+            with torch.no_grad():
+                expected.append(_as_tuple(spec.reference(*args)))
     _synchronize(device)
     return expected
+
+
+def _output_shape(spec, args) -> tuple:
+    """The shape of the function's output on these inputs (of the gradient a backward pass takes)."""
+    import torch
+    with torch.no_grad():
+        return tuple(spec.reference(*args).shape)
 
 
 def _synchronize(device: str) -> None:
@@ -355,12 +371,16 @@ def _student_batch(kernel, event, spec, sets, expected, dtype, device, shape, wa
 
 def _baseline_batch(spec, sets, device) -> float:
     """Milliseconds per call of the baseline on every set, by the same clock."""
+    from grader.student.checks import baseline_call
     order = list(range(len(sets)))
     _chooser.shuffle(order)
+    # The forward call, or for a backward exercise one backward pass through a graph made beforehand.
+    calls = [baseline_call(spec, sets[i][:-1] if spec.backward else sets[i], sets[i][-1] if spec.backward else None)
+             for i in order]
     _synchronize(device)
     start = time.perf_counter()
-    for i in order:
-        spec.baseline(*sets[i])
+    for call in calls:
+        call()
     _synchronize(device)
     return (time.perf_counter() - start) * 1e3 / len(order)
 

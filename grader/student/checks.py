@@ -433,14 +433,15 @@ class SpeedResult:
         return said
 
 
-def baseline_call(spec, args):
-    """What is timed of the exercise's PyTorch baseline: the forward call, or one backward pass."""
+def baseline_call(spec, args, dy=None):
+    """What is timed of the exercise's PyTorch baseline: the forward call, or one backward pass (of the
+    output gradient dy, random where none is given) through a forward graph made here, untimed."""
     if not spec.backward:
         return lambda: spec.baseline(*args)
     base_leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
                    else a for a in args]
     y_base = spec.baseline(*base_leaves)
-    dy = torch.randn_like(y_base)
+    dy = torch.randn_like(y_base) if dy is None else dy
     return lambda: torch.autograd.grad(y_base, _differentiable(base_leaves), dy, retain_graph=True)
 
 

@@ -177,18 +177,25 @@ def _host_waits(waits: list):
         cuda.synchronize, cuda.Stream.synchronize, cuda.Event.synchronize = kept
 
 
-def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list, compiled: dict) -> tuple:
+def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list, compiled: dict,
+              graph: tuple | None = None) -> tuple:
     """One timed call of the student's function under the guard (all of it but poisoned allocations,
     which are GPU work the clock would time: its Python runs before the clock starts, while the GPU
     waits for the start signal), with the checks only this process can make. The names of the Triton
     kernels it launched are added to `launched`, their resource usage to `compiled`; values it read back
-    to the host, to `waits`."""
+    to the host, to `waits`. For a backward exercise `graph` is what _forward_graph made: the call is
+    then one backward pass, and its results are the input gradients."""
     stream = torch.cuda.current_stream() if on_gpu else None
     for t in args:   # as an in-place write would: a cache that watches version counters misses
         if isinstance(t, torch.Tensor):
             torch.autograd.graph.increment_version(t)
     with watch(poison=False, also_allowed=spec.also_allowed, tune_briefly=False) as record:
-        out = _plain(spec, _as_tuple(fn(*args)), "a timed call")
+        if graph is None:
+            out = _plain(spec, _as_tuple(fn(*args)), "a timed call")
+        else:
+            y, leaves, dy = graph
+            with no_saved_tensor_hooks(spec):
+                out = _plain(spec, torch.autograd.grad(y, leaves, dy, retain_graph=True), "a timed backward pass")
     launched.update(record.kernels)
     for name, usage in record.compiled.items():
         compiled.setdefault(name, usage)
@@ -197,8 +204,24 @@ def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list, comp
     if on_gpu and torch.cuda.current_stream() != stream:
         raise CheckFailed(f"{spec.title}: a timed call of your function changed the current CUDA stream. The "
                           f"grader's completion marker would go on that stream and miss your work: leave it as it was.")
-    refuse(spec, record, "your function", "in one of its timed calls", timed=True)
+    refuse(spec, record, "your function" if graph is None else "your backward", "in one of its timed calls",
+           timed=True)
     return out
+
+
+def _forward_graph(spec, fn, args, on_gpu: bool, launched: Counter, compiled: dict) -> tuple:
+    """For a backward exercise, the forward pass of one timed call, run before the clock starts: the
+    clock's set is the function's inputs and then the output's gradient dy. Returns (output, the
+    inputs that take a gradient, dy). The forward is the student's code too: it runs under the guard."""
+    *inputs, dy = args
+    leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+              for a in inputs]
+    (y,) = _one_call(spec, fn, leaves, on_gpu, launched, [], compiled)
+    if not isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction):
+        raise CheckFailed(f"{spec.title}: the output of a timed call does not come from a torch.autograd.Function "
+                          f"(its grad_fn is {type(y.grad_fn).__name__}). Return YourFunction.apply(...) so that "
+                          f"autograd calls your backward.")
+    return y, [a for a in leaves if isinstance(a, torch.Tensor) and a.is_floating_point()], dy
 
 
 def _shared(outputs, device: str, folder: str) -> list:
@@ -282,15 +305,25 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
         while True:
             message = clock.receive()
             if message.get("op") == "go":
-                outputs = None   # the last batch's, which the clock has checked
+                outputs = graphs = None   # the last batch's, which the clock has checked
+                if spec.backward:
+                    # A backward exercise times backward passes only: the forward passes run first, and
+                    # have finished on the GPU before the calls queue behind the start signal.
+                    with stderr_to_stdout():
+                        graphs = [_forward_graph(spec, fn, sets[i], on_gpu, launched, compiled)
+                                  for i in message["order"]]
+                    if on_gpu:
+                        torch.cuda.synchronize()
                 if on_gpu and int(message["start"]):
                     start.queue_wait(int(message["start"]))
                 waits = [[] for _ in message["order"]]
                 with stderr_to_stdout():
                     outputs = []
-                    for i, waited in zip(message["order"], waits):
+                    for n, (i, waited) in enumerate(zip(message["order"], waits)):
                         with _host_waits(waited):
-                            outputs.append(_one_call(spec, fn, sets[i], on_gpu, launched, waited, compiled))
+                            outputs.append(_one_call(spec, fn, sets[i], on_gpu, launched, waited, compiled,
+                                                     graphs[n] if graphs else None))
+                graphs = None
                 if on_gpu:
                     event.record(torch.cuda.current_stream())
                 # (the first call may tune or load a kernel, once: the others say what every call does)
@@ -300,7 +333,9 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
                 # One call outside the clock under PyTorch's profiler: the GPU itself says which kernels
                 # ran. A function that computes with Triton only while it is watched shows cuBLAS here.
                 with gpu_profile() if on_gpu else contextlib.nullcontext([]) as ran:
-                    _one_call(spec, fn, sets[message["set"]], on_gpu, launched, [], compiled)
+                    args = sets[message["set"]]
+                    graph = _forward_graph(spec, fn, args, on_gpu, launched, compiled) if spec.backward else None
+                    _one_call(spec, fn, args, on_gpu, launched, [], compiled, graph)
                 clock.send({"op": "profiled"})
             elif message.get("op") == "end":
                 break
