@@ -282,3 +282,16 @@ def test_a_backward_exercise_times_and_checks_the_backward_pass(tmp_path, fn, sa
         assert all(ms > 0 for ms in measured["yours"] + measured["baseline"])
     else:
         assert said in measured.get("error", "") + handed.get("message", ""), (measured, handed)
+
+
+@pytest.mark.parametrize("fn, said", [
+    (lambda x, p, seed: day5_lectures.seeded_dropout(x.contiguous(), p, seed), None),
+    # a kernel that drops nothing: every timed output is judged (here its unscaled values fail first)
+    (lambda x, p, seed: day5_lectures.seeded_dropout(x.contiguous(), 0.0, seed), "elements you kept"),
+], ids=["honest", "drops nothing"])
+def test_a_random_operations_timed_outputs_are_judged(tmp_path, fn, said):
+    measured, handed = time_with_the_clock(fn, tmp_path, key="day5.dropout")
+    if said is None:
+        assert handed["ok"] and "error" not in measured, (measured, handed)
+    else:
+        assert said in measured.get("error", ""), (measured, handed)

@@ -87,6 +87,18 @@ VARIANTS = [
      {"p_t = tl.where(offs_n[:, None] <= offs_m[None, :], p_t, 0.0)":
       "p_t = tl.where(offs_n[:, None] < offs_m[None, :], p_t, 0.0)"},
      ["(dk)", "causal", "wrong side of the diagonal"]),
+    ("dropout: the seed is not used", "day5/dropout", "day5.dropout",
+     {"tl.rand4x(seed, tl.program_id(0)": "tl.rand4x(0, tl.program_id(0)"}, ["gave the same mask", "seed"]),
+    ("dropout: the backward pass draws another mask", "day5/dropout", "day5.dropout",
+     {"launch_dropout(dy.contiguous(), ctx.p, ctx.seed)": "launch_dropout(dy.contiguous(), ctx.p, ctx.seed + 1)"},
+     ["backward pass dropped other elements"]),
+    ("dropout: four quarters share one number", "day5/dropout", "day5.dropout",
+     {"drop_quarter(x_ptr, out_ptr, offs + BLOCK // 4, n, r1, p, scale)":
+      "drop_quarter(x_ptr, out_ptr, offs + BLOCK // 4, n, r0, p, scale)"}, ["apart in memory are both kept"]),
+    ("dropout: kept values not scaled", "day5/dropout", "day5.dropout",
+     {"tl.where(r >= p, x * scale, 0.0)": "tl.where(r >= p, x, 0.0)"}, ["elements you kept", "x / (1 - p)"]),
+    ("dropout: keeps where the number is below p", "day5/dropout", "day5.dropout",
+     {"tl.where(r >= p, x * scale, 0.0)": "tl.where(r < p, x * scale, 0.0)"}, ["should be kept"]),
     ("bias + GELU: bias of the row instead of the column", "day1/bias_gelu", "day1.bias_gelu",
      {"b_ptr + offsets % n_cols": "b_ptr + (offsets // n_cols) % n_cols"}, ["elements differ", "offset % n_cols"]),
     ("vector add: grid rounded down", "day1/vector_add", "day1.vector_add",
@@ -103,6 +115,30 @@ def test_wrong_variant_fails_with_a_message_that_points_at_the_mistake(notebook,
         grader.check(key, namespace[name], hidden=True)
     for word in words:
         assert word in str(info.value), str(info.value)
+
+
+HONEST_VARIANTS = [
+    # one Philox call per element (lecture 02's first kernel): slower on a GPU, but a right dropout
+    ("dropout: one number per element", "day5/dropout", "day5.dropout",
+     {"    r0, r1, r2, r3 = tl.rand4x(seed, tl.program_id(0) * (BLOCK // 4) + quarter)\n": "",
+      "    offs = tl.program_id(0).to(tl.int64) * BLOCK + quarter\n": "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+                                                                 "    r = tl.rand(seed, offs)\n",
+      "    drop_quarter(x_ptr, out_ptr, offs, n, r0, p, scale)\n": "    drop_quarter(x_ptr, out_ptr, offs, n, r, p, scale)\n",
+      "    drop_quarter(x_ptr, out_ptr, offs + BLOCK // 4, n, r1, p, scale)\n": "",
+      "    drop_quarter(x_ptr, out_ptr, offs + 2 * (BLOCK // 4), n, r2, p, scale)\n": "",
+      "    drop_quarter(x_ptr, out_ptr, offs + 3 * (BLOCK // 4), n, r3, p, scale)\n": ""}),
+    # integers compared with a threshold instead of floats with p
+    ("dropout: integer threshold", "day5/dropout", "day5.dropout",
+     {"tl.where(r >= p, x * scale, 0.0)": "tl.where((r * 16777216.0).to(tl.int32) >= (p * 16777216.0), x * scale, 0.0)"}),
+]
+
+
+@pytest.mark.parametrize("notebook, key, replace", [v[1:] for v in HONEST_VARIANTS], ids=[v[0] for v in HONEST_VARIANTS])
+def test_an_honest_variant_passes(notebook, key, replace):
+    path = SOL / f"{notebook}.ipynb"
+    name = next(fn for kind, k, fn in notebooks.graded_calls(path) if k == key)
+    namespace = notebooks.run_code_cells(path, replace=replace)
+    grader.check(key, namespace[name], hidden=True)
 
 
 def test_a_replacement_that_matches_nothing_is_an_error():

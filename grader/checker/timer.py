@@ -285,7 +285,9 @@ def _refill(spec, sets, shape, dtype, device, gen) -> list:
             for a, new in zip(args, spec.make_inputs(shape, dtype, device, gen)):
                 if isinstance(a, torch.Tensor):
                     a.copy_(new)
-        if spec.backward:   # the input gradients, for a gradient dy drawn after the inputs
+        if spec.judge:      # a random operation: its judge decides from the inputs, after the call
+            expected.append(None)
+        elif spec.backward:   # the input gradients, for a gradient dy drawn after the inputs
             grads, dy = expected_gradients(spec, args[:-1], gen, dtype)
             with torch.no_grad():
                 args[-1].copy_(dy)
@@ -364,7 +366,10 @@ def _student_batch(kernel, event, spec, sets, expected, dtype, device, shape, wa
         except (kernel.wire.WireError, TypeError) as e:
             raise TimerError(f"{spec.title}: the output of a timed call could not be read ({e})") from None
         label = f"timed call {i + 1} of a batch at shape {shape} (new input values, checked by the grader's clock)"
-        _compare_outputs(spec, got, expected[order[i]], dtype, label)
+        if spec.judge:
+            spec.judge(sets[order[i]], got, None, label)
+        else:
+            _compare_outputs(spec, got, expected[order[i]], dtype, label)
         del got
     return ms
 

@@ -27,7 +27,7 @@ from grader.student import serve
 from grader.checker.exchange import ExchangeError
 from grader.compare import CheckFailed
 from grader.student.checks import (HIDDEN_PREDICTION_CASES, SpeedResult, _as_tuple, _compare_outputs, _dtype_name,
-                                   expected_gradients, how_far)
+                                   expected_gradients, how_far, judged_dy)
 
 # Results beyond these fractions of the GPU's ceilings are not physically possible: a kernel timed
 # there skipped work (or the timing was fooled), and it is not credited.
@@ -140,6 +140,8 @@ class Checker:
         device = self.dev.torch_device
         shape = serve.case_shape(spec, self.dev.is_gpu, index)
         label = f"shape {shape}, {_dtype_name(dtype)}"
+        if spec.judge:
+            return await self._judged_case(spec, call, shape, dtype, seed, index, label)
         with self._timed("expected values"):
             expected, dy_shape = self._expected(spec, shape, dtype, device, seed)
         result = await self._ask(spec.title, call, "kernel_case", call.key, list(shape), _dtype_name(dtype), device,
@@ -147,6 +149,17 @@ class Checker:
         limit = 4 * max([e.numel() * e.element_size() for e in expected] + [0]) + 2**20
         got = self._outputs(spec.title, result, limit)
         _compare_outputs(spec, got, expected, dtype, label)
+
+    async def _judged_case(self, spec, call, shape, dtype, seed, index, label) -> None:
+        """A random operation's case: the kernel hands over its outputs on every call the exercise names,
+        and the exercise's judge decides from the inputs, made here from the same seed."""
+        args, gen = serve.case_inputs(spec, shape, dtype, self.dev.torch_device, seed)
+        result = await self._ask(spec.title, call, "kernel_case", call.key, list(shape), _dtype_name(dtype),
+                                 self.dev.torch_device, seed, None, index == serve.SPEED)
+        calls = len(spec.judge_calls(args)) + int(spec.judged_backward)
+        limit = 4 * calls * args[0].numel() * args[0].element_size() + 2**20
+        got = self._outputs(spec.title, result, limit)
+        spec.judge(args, got, judged_dy(spec, args, gen), label)
 
     async def _compile_ahead(self, spec, call, cases) -> None:
         """Have the kernel compile what the student's function launches on every case, side by side,

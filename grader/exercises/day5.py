@@ -1,8 +1,11 @@
-"""Day 5 exercises: the FlashAttention backward pass inside an autograd.Function."""
+"""Day 5 exercises: the FlashAttention backward pass inside an autograd.Function; dropout from a seed,
+judged by its statistics."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 
 from grader.exercises.day4 import CAUSAL, attention_flops, attention_reference, qkv_inputs
 from grader.exercises.spec import KernelExercise
@@ -55,4 +58,131 @@ attention_backward = KernelExercise(
          "diagonal each gives wrong gradients.",
 )
 
-EXERCISES = (attention_backward,)
+
+
+# -- dropout ---------------------------------------------------------------------------------------------
+#
+# A case's shape is (rows, cols, p). Its inputs: x, whose values are never 0 (so that a 0 in the output
+# means "dropped"), p, and a seed drawn from the case's generator.
+
+SIGMAS = 6   # how far a count may stray from its expected value, in standard deviations (1 in 500 million)
+
+
+def _dropout_inputs(shape, dtype, device, gen):
+    rows, cols, p = shape
+    size = (rows, cols)
+    magnitude = torch.rand(size, generator=gen, device=device) + 0.5
+    sign = torch.randint(0, 2, size, generator=gen, device=device) * 2 - 1
+    seed = int(torch.randint(0, 2**31 - 2, (1,), generator=gen, device=device))
+    return (magnitude * sign).to(dtype), p, seed
+
+
+def _dropout_calls(args):
+    """The same seed twice (the mask is a function of the seed), and the next seed (another mask)."""
+    x, p, seed = args
+    return [(x, p, seed), (x, p, seed), (x, p, seed + 1)]
+
+
+def _count_is_plausible(count: float, n: int, q: float) -> bool:
+    """A binomial count of n trials with probability q, within SIGMAS standard deviations (and one)."""
+    return abs(count - n * q) <= SIGMAS * (n * q * (1 - q)) ** 0.5 + 1
+
+
+def _judge_independence(kept, p, title, label):
+    """Elements a fixed distance apart must both be kept as often as independent masks are, (1 - p)^2 of
+    the time: next to each other, one row apart, and every power of two apart (a counter that repeats
+    with the block size, or quarters of a block that share one number, show there)."""
+    rows, cols = kept.shape
+    flat = kept.flatten()
+    distances = sorted({1, cols} | {2 ** k for k in range(1, 63) if 2 ** k <= flat.numel() // 2})
+    for distance in distances:
+        a, b = flat[:-distance], flat[distance:]
+        if a.numel() < 64:
+            continue
+        both = int((a & b).sum())
+        if not _count_is_plausible(both, a.numel(), (1 - p) ** 2):
+            what = {1: "an element and its right neighbour", cols: "an element and the one below it"}.get(
+                distance, f"elements {distance} apart in memory")
+            raise CheckFailed(f"{title} on {label}: {what} are both kept {both / a.numel():.4f} of the time; "
+                              f"independent masks keep both {(1 - p) ** 2:.4f} of the time. Each element needs its "
+                              f"own random number, drawn from its index in the whole tensor (row * n_cols + col), "
+                              f"not from its column or row alone, nor from a counter that repeats.")
+
+
+def _judge_dropout(args, outputs, dy, label):
+    x, p, seed = args
+    title = "dropout"
+    first = outputs[0]
+    for i, y in enumerate(outputs[:3]):
+        if y.shape != x.shape or y.dtype != x.dtype:
+            raise CheckFailed(f"{title} on {label}: output {i + 1} has shape {tuple(y.shape)} {y.dtype}, expected "
+                              f"{tuple(x.shape)} {x.dtype}: return a new tensor like x.")
+    kept = first != 0
+    scaled = (x.float() / (1 - p)).to(x.dtype)
+    atol, rtol = TOLERANCES[x.dtype]
+    message = describe_mismatch(f"{title} on {label} (the elements you kept)", first[kept], scaled[kept], atol, rtol,
+                                "a kept element is x / (1 - p), computed in float32; a dropped one is exactly 0.")
+    if message:
+        raise CheckFailed(message)
+    n = x.numel()
+    count = int(kept.sum())
+    if not _count_is_plausible(count, n, 1 - p):
+        raise CheckFailed(f"{title} on {label}: you kept {count} of {n} elements, {count / n:.4f} of them; with p = {p} "
+                          f"about {1 - p:.4f} should be kept (a random number u in [0, 1) per element, kept where u >= p).")
+    _judge_independence(kept, p, title, label)
+    if len(outputs) >= 3:
+        if not torch.equal(outputs[1], first):
+            raise CheckFailed(f"{title} on {label}: two calls with the same seed gave different outputs. The mask "
+                              f"must be a function of the seed and the element's index only (tl.rand(seed, offsets)).")
+        if n >= 64 and torch.equal(outputs[2] != 0, kept):
+            raise CheckFailed(f"{title} on {label}: the seeds {seed} and {seed + 1} gave the same mask: pass the "
+                              f"seed to tl.rand.")
+    if dy is not None:
+        dx = outputs[3]
+        if dx.shape != x.shape:
+            raise CheckFailed(f"{title} on {label}: the gradient of x has shape {tuple(dx.shape)}, expected {tuple(x.shape)}.")
+        counts = dy != 0   # (a random dy can hold an exact 0)
+        if not torch.equal((dx != 0) & counts, kept & counts):
+            raise CheckFailed(f"{title} on {label}: your backward pass dropped other elements than your forward pass. "
+                              f"Draw the same numbers again from the seed and the same indices (keep the seed in ctx).")
+        want = torch.where(kept, (dy.float() / (1 - p)).to(dy.dtype), torch.zeros_like(dy))
+        message = describe_mismatch(f"{title} backward on {label} (the gradient of x)", dx, want, atol, rtol,
+                                    "dx = dy / (1 - p) where the forward kept the element, 0 elsewhere.")
+        if message:
+            raise CheckFailed(message)
+
+
+def _dropout_bytes(shape, dtype):
+    rows, cols, _ = shape
+    return 2 * rows * cols * torch.empty((), dtype=dtype).element_size()   # read x, write y
+
+
+dropout = KernelExercise(
+    key="day5.dropout",
+    title="dropout",
+    make_inputs=_dropout_inputs,
+    reference=None,   # random: judged by _judge_dropout
+    judge=_judge_dropout,
+    judge_calls=_dropout_calls,
+    judged_backward=True,
+    baseline=lambda x, p, seed: F.dropout(x, p, training=True),
+    baseline_name="F.dropout (training)",
+    cpu_shapes=((1, 1, 0.5), (7, 300, 0.1), (64, 512, 0.5)),
+    gpu_shapes=((1, 1, 0.5), (7, 300, 0.1), (1000, 1000, 0.5), (4096, 4097, 0.25)),
+    hidden_cpu_shapes=((3, 5000, 0.3), (128, 256, 0.9)),
+    hidden_gpu_shapes=((8192, 8192, 0.1), (333, 12_289, 0.7)),
+    speed_shape=(8192, 8192, 0.1),
+    # On an H100 the lecture's kernel (four numbers per Philox call) took 0.104 ms and F.dropout 0.139 ms
+    # (do_bench medians, 1.34x).
+    target=1.15,
+    gpu_dtypes=lambda dev: (dev.half_dtype, torch.float32),
+    bytes_moved=_dropout_bytes,
+    speed_hint="one Philox call gives four numbers: tl.rand4x(seed, offsets) for a quarter of the block's "
+               "offsets, each of the four results serving one quarter of the block (lecture 02). With tl.rand "
+               "per element the kernel is limited by its integer arithmetic, not by memory. Multiply by a scale "
+               "computed once (1 / (1 - p)) rather than dividing per element.",
+    hint="keep an element where tl.rand(seed, offset) >= p, with offset its index in the whole tensor; write "
+         "x / (1 - p) there and 0 elsewhere; the backward pass draws the same numbers from the seed it kept.",
+)
+
+EXERCISES = (attention_backward, dropout)

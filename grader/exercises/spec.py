@@ -64,6 +64,16 @@ class KernelExercise:
     # () -> the name of the baseline really timed, where it depends on the GPU (SDPA's backends)
     baseline_label: Callable = None
 
+    # A random operation (dropout) has no one right output to compare with: `judge(args, outputs, dy,
+    # label)` decides instead, raising CheckFailed with the reason. `outputs` are the function's outputs
+    # on every argument tuple `judge_calls(args)` names (the same seed twice, another seed, ...), one
+    # tensor each, then, with `judged_backward`, the input gradient of the first call for the output
+    # gradient dy (drawn from the case's generator after its inputs, shaped like the first input).
+    # A timed call's output is judged alone: `outputs` then holds that one tensor and dy is None.
+    judge: Callable = None
+    judge_calls: Callable = None
+    judged_backward: bool = False
+
     def __post_init__(self):
         # Read-only views: a submitted cell that reaches a spec must not be able to widen its tolerances.
         for name in ("tolerances", "atol_scale"):

@@ -145,6 +145,10 @@ def _check_case(spec, fn, shape, dtype, dev, gen, seed):
         return _check_backward_case(spec, fn, shape, dtype, dev, gen, seed)
     args = spec.make_inputs(shape, dtype, dev.torch_device, gen)
     label = f"shape {shape}, {_dtype_name(dtype)} (seed {seed})"
+    if spec.judge:
+        outputs = judged_outputs(spec, fn, args, gen, label)
+        spec.judge(args, outputs, judged_dy(spec, args, gen), label)
+        return
     # The student's function runs first: no expected result exists yet for it to find (in a caller's
     # frame) or to be handed (memory the reference freed). Inputs are checked unchanged by run_student.
     got = _plain(spec, _as_tuple(run_student(spec, fn, args, label)), label)
@@ -208,6 +212,36 @@ def _student_grads(spec, y, leaves, dy, label):
         raise CheckFailed(f"{spec.title}: your backward raised on {label}:\n{where_it_raised(e)}") from None
     refuse(spec, record, "your backward", f"on {label}")
     return grads
+
+
+def judged_dy(spec, args, gen):
+    """The output gradient of a judged exercise's backward check, drawn from the case's generator after
+    its inputs (the kernel and the checker each draw it): shaped like the first input. (A state copy,
+    so that drawing it twice from one generator gives the same values.)"""
+    if not spec.judged_backward:
+        return None
+    first = args[0]
+    copy = torch.Generator(device=first.device)
+    copy.set_state(gen.get_state())
+    return torch.randn(tuple(first.shape), generator=copy, device=first.device).to(first.dtype)
+
+
+def judged_outputs(spec, fn, args, gen, label) -> tuple:
+    """A judged exercise's outputs on one case: the student's function on each argument tuple that
+    spec.judge_calls names, then (judged_backward) the input gradient of the first call, its output's
+    gradient drawn as judged_dy draws it. All under the guard, as any checked call."""
+    outputs, dy = [], judged_dy(spec, args, gen)
+    for i, call_args in enumerate(spec.judge_calls(args)):
+        if spec.judged_backward and i == 0:
+            with no_saved_tensor_hooks(spec):
+                y, leaves = _student_graph(spec, fn, call_args, label)
+                grads = _student_grads(spec, y, leaves, dy, label)
+            outputs.append(y.detach())
+        else:
+            outputs += _plain(spec, _as_tuple(run_student(spec, fn, call_args, label)), label)
+    if spec.judged_backward:
+        outputs += _plain(spec, tuple(g for g in grads if g is not None), label)
+    return tuple(outputs)
 
 
 def expected_gradients(spec, args, gen, dtype) -> tuple:
@@ -512,6 +546,9 @@ def student_call(spec, fn, args, shape, dtype, gen, record) -> timing.Fresh:
                 if isinstance(a, torch.Tensor) and not torch.equal(a, want):
                     raise CheckFailed(f"{spec.title}: your function changed its input argument {i} on {label}. "
                                       f"Write results to a new output tensor, never into an input.")
+            if spec.judge:
+                spec.judge(inputs, _plain(spec, out, label), None, label)
+                return
             expected = _as_tuple(spec.reference(*inputs))
         _compare_outputs(spec, _plain(spec, out, label), expected, dtype, label)
 

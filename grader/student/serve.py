@@ -34,8 +34,8 @@ from grader import exercises, shared_tensors
 from grader.compare import CheckFailed
 from grader.quiet import stderr_to_stdout
 from grader.student.checks import compile_ahead as checks_compile_ahead
-from grader.student.checks import (_as_tuple, _plain, _student_grads, _student_graph, no_saved_tensor_hooks,
-                                   refuse, run_student, where_it_raised)
+from grader.student.checks import (_as_tuple, _plain, _student_grads, _student_graph, judged_outputs,
+                                   no_saved_tensor_hooks, refuse, run_student, where_it_raised)
 from grader.student import integrity
 from grader.student.guard import foreign_gpu_work, watch
 
@@ -97,7 +97,9 @@ def kernel_case(fn, key: str, shape, dtype_name: str, device: str, seed: int, dy
     label = f"shape {shape}, {dtype_name}"
     try:
         args, gen = case_inputs(spec, shape, dtype, device, seed)
-        if spec.backward:
+        if spec.judge:
+            outputs = judged_outputs(spec, fn, args, gen, label)
+        elif spec.backward:
             # the output gradient, drawn after the inputs as checks.expected_gradients draws it
             dy = torch.randn(tuple(dy_shape), generator=gen, device=device).to(dtype)
             with no_saved_tensor_hooks(spec):
