@@ -138,3 +138,133 @@ def test_flash_attention_is_an_autograd_function_of_q_k_and_v():
         torch.testing.assert_close(g.double(), w, atol=2e-5, rtol=1e-4)
     with pytest.raises(ValueError, match="head dim"):
         L.attention_forward(*(torch.zeros(1, 1, 4, 24) for _ in range(3)), causal=False)
+
+
+# -- linear + cross-entropy in chunks (lecture 04) --
+
+from conftest import on_cpu_only  # noqa: E402  (this section's own import, kept with it)
+
+
+def _cross_entropy_reference(logits, targets, count):
+    """Per-row losses and the gradient of sum(losses) / count, in float64; ignored rows 0."""
+    z = logits.double()
+    keep = targets != L.IGNORE_INDEX
+    safe = torch.where(keep, targets, 0)
+    losses = torch.where(keep, torch.logsumexp(z, 1) - z.gather(1, safe[:, None])[:, 0], 0.0)
+    grad = torch.softmax(z, 1) - torch.nn.functional.one_hot(safe, z.shape[1]).double()
+    return losses, torch.where(keep[:, None], grad, 0.0) / max(count, 1)
+
+
+# Vocabularies that are not multiples of the block (and one shorter than it), a single column, rows with
+# a stride, ignored rows; the scale is a count of the whole batch, not of this chunk.
+@pytest.mark.parametrize("rows, vocab, block, row_stride", [
+    (5, 1000, 64, 1000), (9, 1, 16, 1), (7, 100, 128, 100), (12, 333, 32, 400), (3, 4096, 1024, 4096),
+])
+def test_the_kernel_stores_each_rows_loss_and_overwrites_it_with_the_gradient(rows, vocab, block, row_stride):
+    gen = torch.Generator(device=DEVICE.torch_device).manual_seed(2)
+    storage = 4 * torch.randn(rows, row_stride, generator=gen, device=DEVICE.torch_device)
+    logits = storage[:, :vocab]
+    targets = torch.randint(0, vocab, (rows,), generator=gen, device=DEVICE.torch_device)
+    targets[1::3] = L.IGNORE_INDEX
+    targets[0] = vocab - 1                                 # the last column, in the last (short) block
+    count = 11                                             # rows counted in the whole batch
+    scale = torch.tensor([1 / count], device=DEVICE.torch_device)
+    want_losses, want_grad = _cross_entropy_reference(logits, targets, count)
+    losses = L.cross_entropy_and_grad_(logits, targets, scale, block=block)
+    assert losses.dtype == torch.float32
+    torch.testing.assert_close(losses.double(), want_losses, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(logits.double(), want_grad, atol=1e-6, rtol=1e-5)
+    if row_stride > vocab:                                 # the columns beyond the row are left alone
+        assert not torch.equal(storage[:, vocab:], torch.zeros_like(storage[:, vocab:]))
+
+
+def test_the_kernel_writes_the_gradient_in_the_logits_dtype_and_zeros_ignored_rows():
+    logits = (3 * torch.randn(6, 300, device=DEVICE.torch_device)).to(torch.float16)
+    targets = torch.tensor([5, -100, 0, 299, -100, 7], device=DEVICE.torch_device)
+    want_losses, want_grad = _cross_entropy_reference(logits, targets, 4)
+    losses = L.cross_entropy_and_grad_(logits, targets, torch.tensor([0.25], device=DEVICE.torch_device),
+                                       block=64)
+    assert logits.dtype == torch.float16
+    assert torch.equal(logits[[1, 4]], torch.zeros_like(logits[[1, 4]])) and losses[[1, 4]].tolist() == [0, 0]
+    torch.testing.assert_close(losses.double(), want_losses, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(logits.double(), want_grad, atol=1e-4, rtol=1e-3)
+
+
+def _loss_and_grads_float64(h, w, targets, grad_loss):
+    hd, wd = (t.detach().double().requires_grad_() for t in (h, w))
+    loss = torch.nn.functional.cross_entropy(hd @ wd.T, targets, ignore_index=L.IGNORE_INDEX)
+    return loss, torch.autograd.grad(loss, (hd, wd), torch.tensor(grad_loss, dtype=torch.float64))
+
+
+# Chunks that divide N, that do not (the last chunk short), of one row, and larger than N; the ignored
+# rows all in the first chunk, so that a mean per chunk, or over all N rows, comes out wrong.
+@pytest.mark.parametrize("n, d, vocab, chunk", [(37, 32, 1000, 16), (32, 16, 77, 8), (10, 8, 50, 1),
+                                                (37, 32, 1000, 100), (5, 4, 3, 2)])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_the_chunked_loss_and_its_gradients_match_float64_autograd(n, d, vocab, chunk, dtype):
+    gen = torch.Generator(device=DEVICE.torch_device).manual_seed(3)
+    h = torch.randn(n, d, generator=gen, device=DEVICE.torch_device, dtype=dtype).requires_grad_()
+    w = (torch.randn(vocab, d, generator=gen, device=DEVICE.torch_device, dtype=dtype) / d ** 0.5).requires_grad_()
+    targets = torch.randint(0, vocab, (n,), generator=gen, device=DEVICE.torch_device)
+    targets[: max(1, min(chunk, n) // 2)] = L.IGNORE_INDEX
+    loss = L.linear_cross_entropy(h, w, targets, chunk)
+    assert loss.dtype == dtype and loss.shape == ()
+    gh, gw = torch.autograd.grad(loss * 2.5, (h, w))       # the backward scales by the incoming gradient
+    assert gh.dtype == dtype and gw.dtype == dtype
+    want_loss, (want_gh, want_gw) = _loss_and_grads_float64(h, w, targets, 2.5)
+    tol = dict(atol=1e-6, rtol=1e-5) if dtype == torch.float64 else dict(atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(loss.double(), want_loss, **tol)
+    torch.testing.assert_close(gh.double(), want_gh, **tol)
+    torch.testing.assert_close(gw.double(), want_gw, **tol)
+
+
+def test_the_weights_gradient_can_be_accumulated_in_another_dtype_and_inputs_need_not_be_contiguous():
+    gen = torch.Generator(device=DEVICE.torch_device).manual_seed(4)
+    h = torch.randn(40, 24, generator=gen, device=DEVICE.torch_device).T.requires_grad_()      # strided
+    w = torch.randn(129, 40, generator=gen, device=DEVICE.torch_device).requires_grad_()
+    targets = torch.randint(0, 129, (24,), generator=gen, device=DEVICE.torch_device)
+    targets[5] = L.IGNORE_INDEX
+    want_loss, want = _loss_and_grads_float64(h, w, targets, 1.0)
+    for acc in (torch.float64, torch.float32):             # add_ of a product, or addmm_ in place
+        loss = L.linear_cross_entropy(h, w, targets, 7, grad_weight_dtype=acc)
+        got = torch.autograd.grad(loss, (h, w))
+        torch.testing.assert_close(loss.double(), want_loss, atol=1e-5, rtol=1e-5)
+        for g, r in zip(got, want):
+            assert g.dtype == torch.float32
+            torch.testing.assert_close(g.double(), r, atol=1e-5, rtol=1e-4)
+
+
+def test_a_weight_without_requires_grad_gets_no_gradient_and_a_second_backward_is_refused():
+    h = torch.randn(9, 8, device=DEVICE.torch_device, requires_grad=True)
+    w = torch.randn(30, 8, device=DEVICE.torch_device)
+    targets = torch.randint(0, 30, (9,), device=DEVICE.torch_device)
+    loss = L.linear_cross_entropy(h, w, targets, 4)
+    (gh,) = torch.autograd.grad(loss, h, retain_graph=True)
+    torch.testing.assert_close(gh.double(), _loss_and_grads_float64(h, w, targets, 1.0)[1][0], atol=1e-5, rtol=1e-4)
+    with pytest.raises(RuntimeError, match="one backward pass"):
+        torch.autograd.grad(loss, h)
+
+
+def test_when_every_row_is_ignored_the_loss_and_the_gradients_are_zero():
+    # F.cross_entropy returns 0/0 = NaN here; the chunked loss defines it as 0, with zero gradients.
+    h = torch.randn(11, 8, device=DEVICE.torch_device, requires_grad=True)
+    w = torch.randn(50, 8, device=DEVICE.torch_device, requires_grad=True)
+    targets = torch.full((11,), L.IGNORE_INDEX, device=DEVICE.torch_device)
+    loss = L.linear_cross_entropy(h, w, targets, 4)
+    gh, gw = torch.autograd.grad(loss, (h, w))
+    assert loss.item() == 0.0
+    assert torch.equal(gh, torch.zeros_like(gh)) and torch.equal(gw, torch.zeros_like(gw))
+    assert torch.isnan(L.linear_cross_entropy_eager(h, w, targets))
+
+
+def test_the_eager_reference_is_pytorchs_cross_entropy_of_the_logits():
+    h, w = torch.randn(6, 4, dtype=torch.float64), torch.randn(9, 4, dtype=torch.float64)
+    targets = torch.tensor([0, 8, -100, 3, 3, 1])
+    want = -torch.log_softmax(h @ w.T, 1)[[0, 1, 3, 4, 5], [0, 8, 3, 3, 1]].mean()
+    torch.testing.assert_close(L.linear_cross_entropy_eager(h, w, targets), want)
+
+
+@on_cpu_only
+def test_peak_memory_without_a_gpu_returns_the_result_and_no_bytes():
+    result, extra = L.peak_memory(lambda: torch.ones(1000) * 2)
+    assert extra is None and torch.equal(result, torch.full((1000,), 2.0))

@@ -378,3 +378,148 @@ class FlashAttention(torch.autograd.Function):
 
 def flash_attention(q, k, v, causal: bool = False):
     return FlashAttention.apply(q, k, v, causal)
+
+
+# -- linear + cross-entropy in chunks (lecture 04) -------------------------------------------------------
+#
+# The output layer's loss, logits = h @ W^T (N x V) followed by the mean cross-entropy, computed C rows
+# at a time: per chunk one matmul for the logits, one Triton kernel that turns them into the loss and,
+# in place, the gradient of the loss with respect to them, and two matmuls that pass that gradient on
+# to h and W. No N x V tensor ever exists; the largest temporary is the C x V chunk.
+
+IGNORE_INDEX = -100
+LN2 = 0.6931471805599453
+
+
+@triton.jit
+def cross_entropy_grad_kernel(logits_ptr, targets_ptr, losses_ptr, scale_ptr, n_cols, stride_row,
+                              ignore_index, BLOCK: tl.constexpr):
+    """One program per row of a chunk of logits z: stores the row's loss, logsumexp(z) - z[target], and
+    overwrites the row with the gradient of the mean loss, (softmax(z) - onehot(target)) * scale, where
+    `scale` (read from memory) is 1 / (number of counted rows of the whole batch). A row whose target
+    is ignore_index gets loss 0 and a gradient of zeros. Float32 math whatever the logits' dtype;
+    any n_cols (the last block of the row is masked)."""
+    row = tl.program_id(0)
+    row_ptr = logits_ptr + row.to(tl.int64) * stride_row
+    target = tl.load(targets_ptr + row)
+    valid = target != ignore_index
+    # Pass 1: the online log-sum-exp of Day 2 (base 2: z * log2(e), then exp2), one block at a time.
+    m = -float("inf")
+    s = 0.0
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        z = tl.load(row_ptr + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32) * LOG2E
+        m_new = tl.maximum(m, tl.max(z, axis=0))
+        s = s * tl.math.exp2(m - m_new) + tl.sum(tl.math.exp2(z - m_new), axis=0)
+        m = m_new
+    lse2 = m + tl.math.log2(s)                               # log2 of sum_j exp(z_j)
+    # The target's logit is read before pass 2 writes over the row (never at column -100).
+    z_target = tl.load(row_ptr + target, mask=valid, other=0.0).to(tl.float32)
+    tl.store(losses_ptr + row, tl.where(valid, lse2 * LN2 - z_target, 0.0))
+    # Pass 2: read the row again and write the gradient over it; softmax_j = exp2(z_j * log2(e) - lse2).
+    scale = tl.where(valid, tl.load(scale_ptr), 0.0)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        z = tl.load(row_ptr + cols, mask=mask, other=0.0).to(tl.float32) * LOG2E
+        grad = (tl.math.exp2(z - lse2) - tl.where(cols == target, 1.0, 0.0)) * scale
+        tl.store(row_ptr + cols, grad.to(logits_ptr.dtype.element_ty), mask=mask)
+
+
+def cross_entropy_and_grad_(logits: torch.Tensor, targets: torch.Tensor, scale: torch.Tensor,
+                            block: int | None = None) -> torch.Tensor:
+    """The per-row losses (float32) of a chunk of logits, whose rows it overwrites with the gradient
+    (softmax - onehot) * scale (zeros for ignored rows). `scale` is a one-element float32 tensor on the
+    logits' device, 1 / (counted rows of the whole batch): a tensor, so that no host sync is needed."""
+    if logits.dim() != 2 or logits.stride(1) != 1:
+        raise ValueError("logits must be a matrix whose rows are contiguous")
+    n_rows, n_cols = logits.shape
+    losses = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
+    if n_rows == 0:
+        return losses
+    if block is None:
+        block = min(4096 if logits.is_cuda else 512, triton.next_power_of_2(n_cols))
+    cross_entropy_grad_kernel[(n_rows,)](logits, targets, losses, scale, n_cols, logits.stride(0), IGNORE_INDEX,
+                                         BLOCK=block, num_warps=8 if block >= 2048 else 4)
+    return losses
+
+
+class ChunkedLinearCrossEntropy(torch.autograd.Function):
+    """mean cross-entropy(h @ weight^T, targets), C rows at a time. The forward pass computes the
+    gradients of h and weight as it goes (the logits' gradient exists for one chunk at a time); the
+    backward pass only multiplies them by the incoming gradient, a scalar. One backward pass per
+    forward pass (the saved gradients are scaled in place and then released).
+
+    The mean is over the rows whose target is not -100; if there are none, the loss is 0 and both
+    gradients are 0 (F.cross_entropy returns NaN there). grad_weight is accumulated over the chunks in
+    `grad_weight_dtype` (None: float32, or float64 for float64 weights)."""
+
+    @staticmethod
+    def forward(ctx, h, weight, targets, chunk_rows: int, grad_weight_dtype=None):
+        if h.dim() != 2 or weight.dim() != 2 or h.shape[1] != weight.shape[1] or targets.shape != h.shape[:1]:
+            raise ValueError("expected h (N, d), weight (V, d) and targets (N,)")
+        if chunk_rows < 1:
+            raise ValueError("chunk_rows must be at least 1")
+        h, weight, targets = h.contiguous(), weight.contiguous(), targets.contiguous()
+        n = h.shape[0]
+        want_h, want_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        acc_dtype = grad_weight_dtype or torch.promote_types(weight.dtype, torch.float32)
+        grad_h = torch.empty_like(h) if want_h else None
+        grad_w = torch.zeros(weight.shape, dtype=acc_dtype, device=weight.device) if want_w else None
+        count = (targets != IGNORE_INDEX).sum()                                # on the device: no sync
+        scale = (1.0 / count.clamp(min=1).to(torch.float32)).reshape(1)
+        losses = torch.empty(n, dtype=torch.float32, device=h.device)
+        for start in range(0, n, chunk_rows):
+            end = min(start + chunk_rows, n)
+            h_c = h[start:end]
+            logits = h_c @ weight.T                                            # (C, V), h's dtype
+            losses[start:end] = cross_entropy_and_grad_(logits, targets[start:end], scale)
+            # `logits` now holds d loss / d logits of this chunk.
+            if want_h:
+                torch.mm(logits, weight, out=grad_h[start:end])
+            if want_w:
+                if grad_w.dtype == logits.dtype:
+                    grad_w.addmm_(logits.T, h_c)              # the matmul adds into grad_w (beta = 1)
+                else:
+                    grad_w.add_(logits.T @ h_c)               # a (V, d) product, then added in acc_dtype
+            del logits
+        ctx.grads = (grad_h, grad_w, weight.dtype)
+        return (losses.sum() * scale[0]).to(h.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        if ctx.grads is None:
+            raise RuntimeError("ChunkedLinearCrossEntropy supports one backward pass per forward pass")
+        grad_h, grad_w, w_dtype = ctx.grads
+        ctx.grads = None
+        if grad_h is not None:
+            grad_h.mul_(grad_loss)
+        if grad_w is not None:
+            grad_w = grad_w.mul_(grad_loss).to(w_dtype)
+        return grad_h, grad_w, None, None, None
+
+
+def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk_rows: int = 1024,
+                         grad_weight_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """F.cross_entropy(h @ weight.T, targets, ignore_index=-100) in chunks of `chunk_rows` rows: never an
+    N x V tensor. Differentiable with respect to h and weight."""
+    return ChunkedLinearCrossEntropy.apply(h, weight, targets, chunk_rows, grad_weight_dtype)
+
+
+def linear_cross_entropy_eager(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The reference: all N x V logits at once, in the input dtype, then PyTorch's cross-entropy."""
+    return torch.nn.functional.cross_entropy(h @ weight.T, targets, ignore_index=IGNORE_INDEX)
+
+
+def peak_memory(fn):
+    """(fn(), peak bytes allocated while it ran, above what was allocated before it). The bytes are those
+    of live tensors as the CUDA caching allocator counts them (allocated, not reserved), and include what
+    fn returns. Without a GPU the bytes are None: the CPU has no such counter."""
+    if not torch.cuda.is_available():
+        return fn(), None
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    result = fn()
+    torch.cuda.synchronize()
+    return result, torch.cuda.max_memory_allocated() - before
