@@ -268,3 +268,41 @@ def test_the_eager_reference_is_pytorchs_cross_entropy_of_the_logits():
 def test_peak_memory_without_a_gpu_returns_the_result_and_no_bytes():
     result, extra = L.peak_memory(lambda: torch.ones(1000) * 2)
     assert extra is None and torch.equal(result, torch.full((1000,), 2.0))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 2), (2, 3, 37, 16), (1, 2, 100, 64), (3, 50, 32)])
+def test_rope_rotates_pairs_as_the_eager_formula_does(shape):
+    gen = torch.Generator(device=DEVICE.torch_device).manual_seed(2)
+    x = torch.randn(shape, generator=gen, device=DEVICE.torch_device)
+    torch.testing.assert_close(L.rope(x).double(), L.rope_eager(x.double()), atol=2e-6, rtol=1e-5)
+
+
+def test_rope_keeps_each_pairs_length_and_its_inverse_undoes_it():
+    x = torch.randn(2, 2, 70, 32, device=DEVICE.torch_device)
+    y = L.rope(x, base=500.0)
+    pairs = lambda t: t[..., :16] ** 2 + t[..., 16:] ** 2
+    torch.testing.assert_close(pairs(y), pairs(x), atol=1e-5, rtol=1e-5)       # a rotation, pair by pair
+    torch.testing.assert_close(L.rope(y, base=500.0, inverse=True), x, atol=1e-5, rtol=1e-5)
+    assert torch.equal(L.rope(x)[..., 0, :], x[..., 0, :])                        # position 0: angle 0
+
+
+def test_rope_scores_depend_on_the_distance_between_positions_only():
+    # The point of RoPE: q_m . k_n after rotation depends on m - n, not on m and n.
+    d = 16
+    q, k = torch.randn(d, device=DEVICE.torch_device), torch.randn(d, device=DEVICE.torch_device)
+    seq = lambda v: v.expand(1, 1, 40, d).contiguous()
+    rq, rk = L.rope(seq(q))[0, 0], L.rope(seq(k))[0, 0]
+    torch.testing.assert_close(rq[10] @ rk[7], rq[33] @ rk[30], atol=1e-4, rtol=1e-4)
+    assert abs(float(rq[10] @ rk[7] - rq[10] @ rk[8])) > 1e-3
+
+
+def test_rope_as_an_autograd_function_rotates_the_gradient_back():
+    x = torch.randn(2, 3, 37, 16, device=DEVICE.torch_device, requires_grad=True)
+    y = L.RoPE.apply(x)
+    dy = torch.randn_like(y)
+    (dx,) = torch.autograd.grad(y, x, dy)
+    xd = x.detach().double().requires_grad_()
+    (want,) = torch.autograd.grad(L.rope_eager(xd), xd, dy.double())
+    torch.testing.assert_close(dx.double(), want, atol=2e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="power of two"):
+        L.rope(torch.zeros(1, 4, 12))

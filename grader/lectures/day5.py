@@ -1,5 +1,7 @@
-"""Day 5 lecture helpers: sums across programs (column sums of a matrix, the shape of a weight's gradient)
-by atomics, in two stages, or in one pass, and the order of float additions.
+"""Day 5 lecture helpers, one section per lecture: sums across programs (column sums of a matrix, the
+shape of a weight's gradient) by atomics, in two stages or in one pass, and the order of float additions
+(01); dropout from a seed (02); the FlashAttention backward (03); linear + cross-entropy in chunks and
+peak memory (04); rotary position embeddings (05).
 
 The kernels here are the lecture's subject, kept in one tested place so that the notebook's cells call
 them; `tests/test_lecture_day5.py` checks each against PyTorch in float64.
@@ -389,6 +391,9 @@ def flash_attention(q, k, v, causal: bool = False):
 
 IGNORE_INDEX = -100
 LN2 = 0.6931471805599453
+# What a kernel reads of a module's globals must be a tl.constexpr: the interpreter reads a plain float,
+# Triton's compiler refuses it (tests/test_lecture_kernels_compile.py compiles these kernels for sm_90).
+LOG2E_K, LN2_K = tl.constexpr(LOG2E), tl.constexpr(LN2)
 
 
 @triton.jit
@@ -408,20 +413,20 @@ def cross_entropy_grad_kernel(logits_ptr, targets_ptr, losses_ptr, scale_ptr, n_
     s = 0.0
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        z = tl.load(row_ptr + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32) * LOG2E
+        z = tl.load(row_ptr + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32) * LOG2E_K
         m_new = tl.maximum(m, tl.max(z, axis=0))
         s = s * tl.math.exp2(m - m_new) + tl.sum(tl.math.exp2(z - m_new), axis=0)
         m = m_new
     lse2 = m + tl.math.log2(s)                               # log2 of sum_j exp(z_j)
     # The target's logit is read before pass 2 writes over the row (never at column -100).
     z_target = tl.load(row_ptr + target, mask=valid, other=0.0).to(tl.float32)
-    tl.store(losses_ptr + row, tl.where(valid, lse2 * LN2 - z_target, 0.0))
+    tl.store(losses_ptr + row, tl.where(valid, lse2 * LN2_K - z_target, 0.0))
     # Pass 2: read the row again and write the gradient over it; softmax_j = exp2(z_j * log2(e) - lse2).
     scale = tl.where(valid, tl.load(scale_ptr), 0.0)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        z = tl.load(row_ptr + cols, mask=mask, other=0.0).to(tl.float32) * LOG2E
+        z = tl.load(row_ptr + cols, mask=mask, other=0.0).to(tl.float32) * LOG2E_K
         grad = (tl.math.exp2(z - lse2) - tl.where(cols == target, 1.0, 0.0)) * scale
         tl.store(row_ptr + cols, grad.to(logits_ptr.dtype.element_ty), mask=mask)
 
@@ -523,3 +528,76 @@ def peak_memory(fn):
     result = fn()
     torch.cuda.synchronize()
     return result, torch.cuda.max_memory_allocated() - before
+
+
+# -- rotary position embeddings (lecture 05) --------------------------------------------------------------
+#
+# RoPE (Su et al., RoFormer, 2021) rotates each pair of a head's features by an angle that grows with the
+# token's position: pair i of a d-dim head is (x[i], x[i + d/2]) (the "rotate half" layout of GPT-NeoX and
+# Llama), its angle pos * theta_i with theta_i = base^(-2i/d). The backward pass rotates the gradient back:
+# the same kernel with the angle's sign flipped.
+
+def rope_frequencies(d: int, base: float = 10000.0, device="cpu") -> torch.Tensor:
+    """theta_i = base^(-2i/d) for i < d/2, in float32, as PyTorch code commonly computes them."""
+    return 1.0 / (base ** (torch.arange(0, d, 2, device=device, dtype=torch.float32) / d))
+
+
+def rope_angles(n: int, d: int, base: float = 10000.0, device="cpu") -> torch.Tensor:
+    """(n, d/2) float32 angles pos * theta_i."""
+    return torch.outer(torch.arange(n, device=device, dtype=torch.float32), rope_frequencies(d, base, device))
+
+
+def rope_eager(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """RoPE on x of shape (..., n, d) as PyTorch code usually writes it: cos and sin tables of shape
+    (n, d), rotate_half with a concatenation, two products and a sum (five kernels and two temporaries)."""
+    n, d = x.shape[-2:]
+    angles = rope_angles(n, d, base, x.device)
+    emb = torch.cat((angles, angles), dim=-1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@triton.jit
+def rope_kernel(x_ptr, freq_ptr, out_ptr, n_rows, n_pos, SIGN: tl.constexpr, HALF: tl.constexpr,
+                BLOCK_ROWS: tl.constexpr):
+    """BLOCK_ROWS rows of a contiguous (rows, 2 * HALF) tensor whose row r holds position r % n_pos: each
+    pair (x[i], x[i + HALF]) rotated by SIGN * pos * theta_i. The angles, their cosines and sines are
+    computed here in float32, from the HALF frequencies: no table of n_pos x HALF values is read."""
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    cols = tl.arange(0, HALF)
+    mask = (rows < n_rows)[:, None]
+    offs = rows.to(tl.int64)[:, None] * (2 * HALF) + cols[None, :]
+    x1 = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(x_ptr + offs + HALF, mask=mask, other=0.0).to(tl.float32)
+    angle = (rows % n_pos).to(tl.float32)[:, None] * tl.load(freq_ptr + cols)[None, :]
+    cos, sin = tl.cos(angle), SIGN * tl.sin(angle)
+    tl.store(out_ptr + offs, (x1 * cos - x2 * sin).to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptr + offs + HALF, (x2 * cos + x1 * sin).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def rope(x: torch.Tensor, base: float = 10000.0, inverse: bool = False, block_rows: int = 16) -> torch.Tensor:
+    """RoPE of a contiguous x of shape (..., n, d), d a power of two; `inverse` rotates back (the backward)."""
+    n, d = x.shape[-2:]
+    if d & (d - 1) or d < 2:
+        raise ValueError(f"head dim {d}: this kernel takes a power of two")
+    if not x.is_contiguous():
+        raise ValueError("x must be contiguous (row r of the flattened tensor is position r % n)")
+    out = torch.empty_like(x)
+    rows = x.numel() // d
+    rope_kernel[(triton.cdiv(rows, block_rows),)](x, rope_frequencies(d, base, x.device), out, rows, n,
+                                                  SIGN=-1.0 if inverse else 1.0, HALF=d // 2, BLOCK_ROWS=block_rows)
+    return out
+
+
+class RoPE(torch.autograd.Function):
+    """RoPE whose backward pass is the inverse rotation of the output's gradient: it saves nothing."""
+
+    @staticmethod
+    def forward(ctx, x, base: float = 10000.0):
+        ctx.base = base
+        return rope(x.contiguous(), base)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return rope(dy.contiguous(), ctx.base, inverse=True), None
