@@ -184,16 +184,16 @@ HONEST = [
 
 @pytest.mark.parametrize("source, problem", CHEATS.items())
 def test_tampering_is_not_run(source, problem):
-    verdict = code_rules.check_cell(source, code_rules.imported_names([source]))
+    verdict = code_rules.check_cell(source, code_rules.NotebookFacts(modules=code_rules.imported_names([source])))
     assert any(problem in p for p in verdict.problems), verdict
-    new, done = code_rules.neutralize(source, code_rules.imported_names([source]))
+    new, done = code_rules.neutralize(source, code_rules.NotebookFacts(modules=code_rules.imported_names([source])))
     assert new.rstrip().splitlines()[-1].startswith("raise RuntimeError") and "not run" in done[0]
     compile(new, "<cell>", "exec")
 
 
 @pytest.mark.parametrize("source", HONEST)
 def test_ordinary_code_is_left_alone(source):
-    assert code_rules.neutralize(source, code_rules.imported_names([source])) == (source, [])
+    assert code_rules.neutralize(source, code_rules.NotebookFacts(modules=code_rules.imported_names([source]))) == (source, [])
 
 
 @pytest.mark.parametrize("source", ["!nvidia-smi\nx = 1", "%%bash\nls\n", "%pip install foo",
@@ -201,7 +201,7 @@ def test_ordinary_code_is_left_alone(source):
                                     "%timeit -n1 -r1 grader.check = print\nx = 1",
                                     "%%timeit -n1 grader.check = print\nadd(x, y)"])
 def test_shell_commands_and_magics_are_dropped_not_failed(source):
-    new, done = code_rules.neutralize(source, set())
+    new, done = code_rules.neutralize(source, code_rules.NotebookFacts(modules=frozenset()))
     assert "removed" in done[0] and "raise" not in new
     assert "nvidia-smi" not in new.replace("# removed before grading: !nvidia-smi", "")
     compile(new, "<cell>", "exec")
@@ -220,7 +220,7 @@ def test_every_reference_solution_keeps_the_rules():
                    and c.metadata.get("nbgrader", {}).get("solution")]
         assert answers, path
         for source in answers:
-            verdict = code_rules.check_cell(source, modules)
+            verdict = code_rules.check_cell(source, code_rules.NotebookFacts(modules=modules))
             assert verdict.clean, (path.name, verdict, source[:200])
 
 
@@ -270,8 +270,8 @@ PLAN_USED = "def softmax(x):\n    PLAN.calls += 1\n    PLAN.cache[x.shape] = 1\n
 
 
 def _own_verdict(*cells):
-    own = code_rules.own_objects(cells)
-    return code_rules.check_cell(cells[-1], code_rules.imported_names(cells), own)
+    facts = code_rules.NotebookFacts(modules=code_rules.imported_names(cells), own=code_rules.own_objects(cells))
+    return code_rules.check_cell(cells[-1], facts)
 
 
 def test_a_notebooks_own_object_may_have_its_attributes_set():
@@ -362,9 +362,9 @@ def test_a_name_bound_to_anything_else_is_not_the_notebooks_own(elsewhere):
     (["import grader.student.checks as checks"], "imports a module of the grader"),
 ])
 def test_attributes_of_objects_not_the_notebooks_own_cannot_be_set_by_any_route(cells, problem):
-    own, classes = code_rules.own_objects(cells), code_rules.notebook_classes(cells)
-    problems = [p for c in cells for p in code_rules.check_cell(c, code_rules.imported_names(cells), own,
-                                                                 classes).problems]
+    facts = code_rules.NotebookFacts(modules=code_rules.imported_names(cells), own=code_rules.own_objects(cells),
+                                     classes=code_rules.notebook_classes(cells))
+    problems = [p for c in cells for p in code_rules.check_cell(c, facts).problems]
     assert any(problem in p for p in problems), problems
 
 
@@ -391,7 +391,7 @@ def test_only_a_plain_class_of_the_notebooks_own_makes_objects_of_its_own(plan_c
 
 
 def test_a_refused_cell_says_why_in_the_source_it_leaves():
-    new, _ = code_rules.neutralize("grader.check = print", set())
+    new, _ = code_rules.neutralize("grader.check = print", code_rules.NotebookFacts(modules=frozenset()))
     assert code_rules.refusal(new) == "assigns grader.check"
     assert code_rules.refusal("x = 1") is None
 
@@ -429,8 +429,9 @@ def test_a_function_whose_cell_was_refused_is_explained_where_its_check_fails():
 
 # A student's own test code sets autograd flags on tensors it made (`x.requires_grad = True`, `x.grad = None`).
 def _tensor_verdict(*cells):
-    return code_rules.check_cell(cells[-1], code_rules.imported_names(cells), classes=code_rules.notebook_classes(cells),
-                                 tensors=code_rules.own_tensors(cells))
+    return code_rules.check_cell(cells[-1], code_rules.NotebookFacts(
+        modules=code_rules.imported_names(cells), classes=code_rules.notebook_classes(cells),
+        tensors=code_rules.own_tensors(cells)))
 
 
 @pytest.mark.parametrize("cells", [
@@ -521,9 +522,8 @@ def test_a_name_rebound_out_of_its_scopes_sight_is_not_a_made_object(cells):
 
 def _notebook_refused(cells) -> list:
     """Each cell's problems, with the notebook's facts computed as submissions.sanitize does."""
-    facts = (code_rules.imported_names(cells), code_rules.own_objects(cells), code_rules.notebook_classes(cells),
-             code_rules.own_tensors(cells), code_rules.plain_imports(cells))
-    return [code_rules.check_cell(c, *facts).problems for c in cells]
+    facts = code_rules.NotebookFacts.of(cells)
+    return [code_rules.check_cell(c, facts).problems for c in cells]
 
 
 # A third red team's routes past the made-object allowances and to setattr by another name: each notebook
@@ -603,7 +603,7 @@ def test_a_fourth_red_teams_routes_are_refused(cells):
     "!ls\nx = 1 \\\n%\"\"\"\ntorch.autograd.grad = print\n#\"\"\"",
 ])
 def test_removing_a_shell_line_never_lets_other_code_run_unchecked(source):
-    new, done = code_rules.neutralize(source, code_rules.imported_names([source]))
+    new, done = code_rules.neutralize(source, code_rules.NotebookFacts(modules=code_rules.imported_names([source])))
     assert "torch.autograd.grad = print" not in [line.strip() for line in new.splitlines()], new
     compile(new, "<cell>", "exec")
 

@@ -24,7 +24,7 @@ def cell(name):
     """A cell of tests/timing_cheats/, checked against the submission rules, then run as a module."""
     path = CELLS / f"{name}.py"
     source = path.read_text()
-    assert code_rules.check_cell(source, code_rules.imported_names([source])).problems == [], name
+    assert code_rules.check_cell(source, code_rules.NotebookFacts(modules=code_rules.imported_names([source]))).problems == [], name
     spec = importlib.util.spec_from_file_location(f"timing_cheat_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -61,7 +61,7 @@ def test_a_backward_finished_by_a_saved_tensor_hook_when_checked_is_refused():
 def test_event_hooks_are_refused_by_the_rules_and_at_grading_time():
     for source in ("import sys\nsys.monitoring.use_tool_id(4, 'x')", "from sys import monitoring",
                    "import sys as s\ns.monitoring.set_events(4, 1)", "from sys import settrace"):
-        assert code_rules.check_cell(source, code_rules.imported_names([source])).problems, source
+        assert code_rules.check_cell(source, code_rules.NotebookFacts(modules=code_rules.imported_names([source]))).problems, source
     integrity.no_event_hooks()
     sys.setprofile(lambda *a: None)
     try:

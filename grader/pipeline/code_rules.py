@@ -941,13 +941,29 @@ def _bindings_and_protocols(tree, modules=KNOWN_MODULES, plain=None) -> list:
     return problems
 
 
-def check_cell(source: str, modules: set = KNOWN_MODULES, own: frozenset = frozenset(),
-               classes: frozenset = frozenset(), tensors: frozenset | None = frozenset(),
-               plain: dict | None = None) -> Verdict:
-    """Which rules a student's cell breaks; `modules` are the notebook's imported names, `own` the names
-    of its own objects (own_objects), whose attributes it may set, `classes` its classes (notebook_classes),
-    `tensors` the names its top level binds to new tensors (own_tensors), whose autograd flags it may set,
-    `plain` the names it binds to one module alone (plain_imports; none trusted when not given)."""
+@dataclass(frozen=True)
+class NotebookFacts:
+    """What the rules know of the whole notebook a cell belongs to: `modules` its imported names, `own` the
+    names of its own objects (own_objects), whose attributes it may set, `classes` its classes
+    (notebook_classes), `tensors` the names its top level binds to new tensors (own_tensors), whose
+    autograd flags it may set, `plain` the names it binds to one module alone (plain_imports; none
+    trusted when not given). The defaults trust nothing of the notebook."""
+    modules: frozenset = KNOWN_MODULES
+    own: frozenset = frozenset()
+    classes: frozenset = frozenset()
+    tensors: frozenset | None = frozenset()
+    plain: dict | None = None
+
+    @classmethod
+    def of(cls, sources) -> "NotebookFacts":
+        """The facts of a notebook's code cells, as sanitize computes them before checking each cell."""
+        sources = list(sources)
+        return cls(frozenset(imported_names(sources)), own_objects(sources), notebook_classes(sources),
+                   own_tensors(sources), plain_imports(sources))
+
+
+def check_cell(source: str, facts: NotebookFacts = NotebookFacts()) -> Verdict:
+    """Which rules a student's cell breaks, given what is known of its notebook."""
     verdict = Verdict()
     try:
         tree = _parse(source)
@@ -960,7 +976,8 @@ def check_cell(source: str, modules: set = KNOWN_MODULES, own: frozenset = froze
     if any(re.search(r"\bget_ipython\b", line) for line in source.splitlines()
            if not line.lstrip().startswith(("!", "%"))):
         verdict.problems.append("uses get_ipython (write the magic itself: %time, %timeit)")
-    _check_tree(tree, modules, verdict, SETTABLE_ROOTS | own, classes, tensors, plain or {})
+    _check_tree(tree, facts.modules, verdict, SETTABLE_ROOTS | facts.own, facts.classes, facts.tensors,
+                facts.plain or {})
     return verdict
 
 
@@ -1166,10 +1183,9 @@ def refusal(source: str) -> str | None:
     return source[len(REFUSED):].split("\n", 1)[0].rstrip(".")
 
 
-def neutralize(source: str, modules: set, own: frozenset = frozenset(), classes: frozenset = frozenset(),
-               tensors: frozenset | None = frozenset(), plain: dict | None = None) -> tuple:
-    """(source to grade, list of what was done) for one student cell."""
-    verdict = check_cell(source, modules, own, classes, tensors, plain)
+def neutralize(source: str, facts: NotebookFacts = NotebookFacts()) -> tuple:
+    """(source to grade, list of what was done) for one student cell of a notebook with these facts."""
+    verdict = check_cell(source, facts)
     if verdict.problems:
         why = "; ".join(verdict.problems)
         return (f"{REFUSED}{why}.\n# {RULES}\n"
@@ -1186,7 +1202,7 @@ def neutralize(source: str, modules: set, own: frozenset = frozenset(), classes:
             # a line magic or shell line stays only if, alone, it is an allowed magic that passes the rules;
             # the lines a backslash continues it onto belong to it and go with it
             if continued or stripped.startswith(("!", "%")) \
-                    and not check_cell(stripped, modules, own, classes, tensors, plain).clean:
+                    and not check_cell(stripped, facts).clean:
                 kept.append(f"# removed before grading: {stripped}")
                 continued = line.rstrip().endswith("\\")
             else:
@@ -1194,7 +1210,7 @@ def neutralize(source: str, modules: set, own: frozenset = frozenset(), classes:
         cleaned = "\n".join(kept)
         # What runs must be what was checked: removing a line can change what the others mean (a `%`
         # line inside a string turned the rest of it into code). Checked again, it must pass as it is.
-        again = check_cell(cleaned, modules, own, classes, tensors, plain)
+        again = check_cell(cleaned, facts)
         if again.problems or again.dropped:
             why = "; ".join(again.problems) or "its code changes meaning once its magics are removed"
             return (f"{REFUSED}{why}.\n# {RULES}\n"

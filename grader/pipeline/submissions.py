@@ -281,14 +281,10 @@ def sanitize_notebook(submitted_text: str, release: nbformat.NotebookNode) -> tu
         out.extend(extras.get(gid, []))
     # The student's code (answers and extra cells) must keep to the submission rules: a cell that
     # patches the grader or PyTorch is not run (grader/pipeline/code_rules.py).
-    modules = code_rules.imported_names(c.source for c in out if c.cell_type == "code")
-    own = code_rules.own_objects(c.source for c in out if c.cell_type == "code")
-    classes = code_rules.notebook_classes(c.source for c in out if c.cell_type == "code")
-    tensors = code_rules.own_tensors(c.source for c in out if c.cell_type == "code")
-    plain = code_rules.plain_imports(c.source for c in out if c.cell_type == "code")
+    facts = code_rules.NotebookFacts.of(c.source for c in out if c.cell_type == "code")
     for cell in out:
         if cell.cell_type == "code" and (_grade_id(cell) is None or _is_solution(cell)):
-            cell.source, done = code_rules.neutralize(cell.source, modules, own, classes, tensors, plain)
+            cell.source, done = code_rules.neutralize(cell.source, facts)
             fixes.extend(f"cell {_grade_id(cell) or 'of your own'!r}: {d}" for d in done)
     for i, cell in enumerate(out):
         cell["id"] = f"cell-{i:03d}"  # unique again, whatever the student's copy had
