@@ -95,6 +95,13 @@ VARIANTS = [
     ("dropout: four quarters share one number", "day5/dropout", "day5.dropout",
      {"drop_quarter(x_ptr, out_ptr, offs + BLOCK // 4, n, r1, p, scale)":
       "drop_quarter(x_ptr, out_ptr, offs + BLOCK // 4, n, r0, p, scale)"}, ["apart in memory are both kept"]),
+    ("dropout: the forward keeps its output for the backward", "day5/dropout", "day5.dropout",
+     {"        ctx.p, ctx.seed = p, seed\n        return launch_dropout(x.contiguous(), p, seed)":
+      "        ctx.p, ctx.seed = p, seed\n        y = launch_dropout(x.contiguous(), p, seed)\n"
+      "        ctx.save_for_backward(y)\n        return y"}, ["keeps a tensor", "the seed and p"]),
+    ("dropout: the seed added to the program's index", "day5/dropout", "day5.dropout",
+     {"tl.rand4x(seed, tl.program_id(0) * (BLOCK // 4) + quarter)": "tl.rand4x(seed + tl.program_id(0), quarter)"},
+     ["moved by 4096 element(s)"]),
     ("dropout: kept values not scaled", "day5/dropout", "day5.dropout",
      {"tl.where(r >= p, x * scale, 0.0)": "tl.where(r >= p, x, 0.0)"}, ["elements you kept", "x / (1 - p)"]),
     ("dropout: keeps where the number is below p", "day5/dropout", "day5.dropout",

@@ -92,10 +92,9 @@ def _judge_independence(kept, p, title, label):
     """Elements a fixed distance apart must both be kept as often as independent masks are, (1 - p)^2 of
     the time: next to each other, one row apart, and every power of two apart (a counter that repeats
     with the block size, or quarters of a block that share one number, show there)."""
-    rows, cols = kept.shape
+    cols = kept.shape[1]
     flat = kept.flatten()
-    distances = sorted({1, cols} | {2 ** k for k in range(1, 63) if 2 ** k <= flat.numel() // 2})
-    for distance in distances:
+    for distance in _distances(kept):
         a, b = flat[:-distance], flat[distance:]
         if a.numel() < 64:
             continue
@@ -107,6 +106,29 @@ def _judge_independence(kept, p, title, label):
                               f"independent masks keep both {(1 - p) ** 2:.4f} of the time. Each element needs its "
                               f"own random number, drawn from its index in the whole tensor (row * n_cols + col), "
                               f"not from its column or row alone, nor from a counter that repeats.")
+
+
+def _distances(kept) -> list:
+    """The distances in memory at which masks are compared: 1, a row, and every power of two (a block)."""
+    return sorted({1, kept.shape[1]} | {2 ** k for k in range(1, 63) if 2 ** k <= kept.numel() // 2})
+
+
+def _judge_next_seed(kept, kept_next, p, seed, title, label):
+    """The next seed's mask is another mask: not the same one, nor the same one moved by an element, a row
+    or a block (a seed added to the index, `tl.rand(seed + row, col)` or `tl.rand(seed + program, ...)`,
+    gives that: each training step would drop what the last one dropped next door)."""
+    if kept.numel() < 64 or p == 0:
+        return
+    if torch.equal(kept_next, kept):
+        raise CheckFailed(f"{title} on {label}: the seeds {seed} and {seed + 1} gave the same mask: pass the "
+                          f"seed to tl.rand.")
+    flat, flat_next = kept.flatten(), kept_next.flatten()
+    for distance in _distances(kept):
+        for a, b in ((flat[distance:], flat_next[:-distance]), (flat[:-distance], flat_next[distance:])):
+            if a.numel() >= 64 and torch.equal(a, b):
+                raise CheckFailed(f"{title} on {label}: the mask of seed {seed + 1} is the mask of seed {seed} moved "
+                                  f"by {distance} element(s): the seed must be the generator's key "
+                                  f"(tl.rand(seed, offsets)), not added to an index.")
 
 
 def _judge_dropout(args, outputs, dy, label):
@@ -134,9 +156,7 @@ def _judge_dropout(args, outputs, dy, label):
         if not torch.equal(outputs[1], first):
             raise CheckFailed(f"{title} on {label}: two calls with the same seed gave different outputs. The mask "
                               f"must be a function of the seed and the element's index only (tl.rand(seed, offsets)).")
-        if n >= 64 and torch.equal(outputs[2] != 0, kept):
-            raise CheckFailed(f"{title} on {label}: the seeds {seed} and {seed + 1} gave the same mask: pass the "
-                              f"seed to tl.rand.")
+        _judge_next_seed(kept, outputs[2] != 0, p, seed, title, label)
     if dy is not None:
         dx = outputs[3]
         if dx.shape != x.shape:
@@ -165,12 +185,13 @@ dropout = KernelExercise(
     judge=_judge_dropout,
     judge_calls=_dropout_calls,
     judged_backward=True,
+    keeps_no_tensor=True,
     baseline=lambda x, p, seed: F.dropout(x, p, training=True),
     baseline_name="F.dropout (training)",
     cpu_shapes=((1, 1, 0.5), (7, 300, 0.1), (64, 512, 0.5)),
     gpu_shapes=((1, 1, 0.5), (7, 300, 0.1), (1000, 1000, 0.5), (4096, 4097, 0.25)),
-    hidden_cpu_shapes=((3, 5000, 0.3), (128, 256, 0.9)),
-    hidden_gpu_shapes=((8192, 8192, 0.1), (333, 12_289, 0.7)),
+    hidden_cpu_shapes=((3, 5000, 0.3), (128, 256, 0.9), (5, 100, 0.0)),
+    hidden_gpu_shapes=((8192, 8192, 0.1), (333, 12_289, 0.7), (64, 1000, 0.0)),
     speed_shape=(8192, 8192, 0.1),
     # On an H100 the lecture's kernel (four numbers per Philox call) took 0.104 ms and F.dropout 0.139 ms
     # (do_bench medians, 1.34x).

@@ -73,6 +73,9 @@ class KernelExercise:
     judge: Callable = None
     judge_calls: Callable = None
     judged_backward: bool = False
+    # The backward pass must recompute what it needs: the forward may keep no tensor for it (dropout's
+    # mask, drawn again from the seed), in save_for_backward or as an attribute of ctx.
+    keeps_no_tensor: bool = False
 
     def __post_init__(self):
         # Read-only views: a submitted cell that reaches a spec must not be able to widen its tolerances.

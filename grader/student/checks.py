@@ -235,6 +235,8 @@ def judged_outputs(spec, fn, args, gen, label) -> tuple:
         if spec.judged_backward and i == 0:
             with no_saved_tensor_hooks(spec):
                 y, leaves = _student_graph(spec, fn, call_args, label)
+                if spec.keeps_no_tensor:
+                    _keeps_no_tensor(spec, y, label)
                 grads = _student_grads(spec, y, leaves, dy, label)
             outputs.append(y.detach())
         else:
@@ -242,6 +244,16 @@ def judged_outputs(spec, fn, args, gen, label) -> tuple:
     if spec.judged_backward:
         outputs += _plain(spec, tuple(g for g in grads if g is not None), label)
     return tuple(outputs)
+
+
+def _keeps_no_tensor(spec, y, label) -> None:
+    """The forward pass kept no tensor for the backward (its ctx is y.grad_fn): none saved, none set."""
+    kept = [name for name, value in vars(y.grad_fn).items() if isinstance(value, torch.Tensor)]
+    if y.grad_fn.saved_tensors or kept:
+        what = f"ctx.{kept[0]}" if kept else "ctx.save_for_backward"
+        raise CheckFailed(f"{spec.title} on {label}: your forward pass keeps a tensor for the backward ({what}). "
+                          f"The backward pass must draw the mask again from what it keeps of the forward: the "
+                          f"seed and p, two numbers.")
 
 
 def expected_gradients(spec, args, gen, dtype) -> tuple:
