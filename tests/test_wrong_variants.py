@@ -134,6 +134,28 @@ HONEST_VARIANTS = [
       "    drop_quarter(x_ptr, out_ptr, offs + BLOCK // 4, n, r1, p, scale)\n": "",
       "    drop_quarter(x_ptr, out_ptr, offs + 2 * (BLOCK // 4), n, r2, p, scale)\n": "",
       "    drop_quarter(x_ptr, out_ptr, offs + 3 * (BLOCK // 4), n, r3, p, scale)\n": ""}),
+    # dQ added up with atomics by the dK/dV programs into a float32 buffer (one sweep, as some libraries
+    # do): results that vary in their last bits from run to run, but right
+    ("attention backward: dQ by atomics", "day5/flash_attention_backward", "day5.attention_backward", {
+        "def dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, head, bh, N, start_m, offs_n, qk_scale,":
+        "def dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, head, bh, N, start_m, offs_n, "
+        "qk_scale, sm_scale,",
+        "    dk = tl.dot(ds_t.to(q.dtype), q, dk)\n    return dk, dv":
+        "    dk = tl.dot(ds_t.to(q.dtype), q, dk)\n"
+        "    dq = tl.dot(tl.trans(ds_t), k.to(tl.float32)) * sm_scale\n"
+        "    tl.atomic_add(dq_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], dq, mask=rows[:, None])\n"
+        "    return dk, dv",
+        "def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,":
+        "def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, dq_ptr,",
+        "lse_ptr, delta_ptr, head, bh, N, start_m, offs_n,\n                               qk_scale,":
+        "lse_ptr, delta_ptr, dq_ptr, head, bh, N, start_m, offs_n,\n                               qk_scale, sm_scale,",
+        "lse_ptr, delta_ptr, head, bh, N, start_m, offs_n,\n                           qk_scale,":
+        "lse_ptr, delta_ptr, dq_ptr, head, bh, N, start_m, offs_n,\n                           qk_scale, sm_scale,",
+        "    dkdv_kernel[(triton.cdiv(n, bn), b * h)](q, k, v, do, lse, delta, dk, dv, n,":
+        "    dq32 = torch.zeros(q.shape, device=q.device, dtype=torch.float32)\n"
+        "    dkdv_kernel[(triton.cdiv(n, bn), b * h)](q, k, v, do, lse, delta, dk, dv, dq32, n,",
+        "    bm, bn, warps, stages = q_tiles\n": "    dq = dq32.to(q.dtype)\n    return dq, dk, dv\n",
+    }),
     # integers compared with a threshold instead of floats with p
     ("dropout: integer threshold", "day5/dropout", "day5.dropout",
      {"tl.where(r >= p, x * scale, 0.0)": "tl.where((r * 16777216.0).to(tl.int32) >= (p * 16777216.0), x * scale, 0.0)"}),
