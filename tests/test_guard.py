@@ -141,6 +141,39 @@ def test_honest_hooks_run_watched_and_pass():
     assert torch.equal(out, x)
 
 
+def _launch_that_asks_the_allocator():
+    """What Triton's launcher does for a kernel that makes tensor descriptors: inside the launch, it asks
+    the allocator set by triton.set_allocator for global memory (only a GPU launch does it for real)."""
+    from triton.runtime import _allocation
+    from grader.student import guard
+
+    def launcher_body(self):
+        current = _allocation._allocator
+        (current.get() if hasattr(current, "get") else current)(64, 16, None)
+    return guard._launch_wrapper(launcher_body, counts=False, tritons=True, entry=False)
+
+
+@pytest.mark.parametrize("computes", [False, True], ids=["allocates", "computes"])
+def test_the_allocator_triton_calls_inside_a_launch_is_watched_as_the_students_code(computes):
+    import triton
+    from triton.runtime import _allocation
+    x = torch.randn(100)
+
+    def allocator(size, alignment, stream):
+        if computes:
+            x.mul(2)        # where the guard would not look if the allocator ran as Triton's own code
+        return torch.empty(size, dtype=torch.int8)
+
+    before = _allocation._allocator.get() if hasattr(_allocation._allocator, "get") else _allocation._allocator
+    triton.set_allocator(allocator)
+    try:
+        with watch() as record:
+            _launch_that_asks_the_allocator()(object())
+    finally:
+        triton.set_allocator(before)
+    assert ("aten.mul" in record.forbidden()) == computes, record.forbidden()
+
+
 def test_custom_operators_are_looked_into():
     # torch.library.triton_op is PyTorch's documented way to wrap a Triton kernel: it passes. A custom op
     # is opaque to a dispatch mode, so its name proves nothing: `ns::clone` may add, and is refused.

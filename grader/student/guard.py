@@ -290,9 +290,23 @@ def _hooks_watched(launcher, watcher):
     values = getattr(launcher, "values", None)        # a Heuristics'
     if isinstance(values, dict):
         swap(launcher, "values", {k: _StudentCode(v, watcher) if callable(v) else v for k, v in values.items()})
+    # The allocator set by triton.set_allocator: Triton calls it inside the launch, for the global memory
+    # a kernel with tensor descriptors made in the kernel needs. It is the notebook's code: PyTorch may
+    # allocate there, as anywhere, but what it computes is watched. (A module global before Triton 3.4,
+    # a context variable since.)
+    allocation = sys.modules.get("triton.runtime._allocation")
+    current = getattr(allocation, "_allocator", None)
+    token = None
+    if hasattr(current, "get") and hasattr(current, "set"):
+        if not isinstance(current.get(), _StudentCode):
+            token = current.set(_StudentCode(current.get(), watcher))
+    elif callable(current) and not isinstance(current, _StudentCode):
+        swap(allocation, "_allocator", _StudentCode(current, watcher))
     try:
         yield
     finally:
+        if token is not None:
+            current.reset(token)
         for owner, name, value in reversed(swapped):
             setattr(owner, name, value)
 
