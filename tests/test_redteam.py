@@ -787,7 +787,8 @@ def test_output_past_the_graders_memory_fails_that_notebook_alone_and_says_why(c
     assert "ran out of memory" in reason or reason.startswith("nbgrader exited with status"), reason
     if "ran out of memory" in reason:
         assert "ran out of memory" in failure_feedback.student_reason(asdict(runs["rt_flood"]))   # its feedback page
-    assert scores["rt_flood"] == 0 and runs["zz_classmate"].status == "graded"
+    # (a classmate that fails says why: seen once, under load, with the oldest torch; not reproduced)
+    assert scores["rt_flood"] == 0 and runs["zz_classmate"].status == "graded", (runs["zz_classmate"], scores)
     assert scores["zz_classmate"] > 0 and (DEVICE.is_gpu or scores["zz_classmate"] == 3.0), runs
 
 
