@@ -379,8 +379,9 @@ def _baseline_batch(spec, sets, device) -> float:
     from grader.student.checks import baseline_call
     order = list(range(len(sets)))
     _chooser.shuffle(order)
-    # The forward call, or for a backward exercise one backward pass through a graph made beforehand.
-    calls = [baseline_call(spec, sets[i][:-1] if spec.backward else sets[i], sets[i][-1] if spec.backward else None)
+    # The forward call, or for a backward exercise (whose sets end with the output's gradient) one
+    # backward pass through a graph made beforehand.
+    calls = [baseline_call(spec, sets[i][:-1], sets[i][-1]) if spec.backward else baseline_call(spec, sets[i])
              for i in order]
     _synchronize(device)
     start = time.perf_counter()
