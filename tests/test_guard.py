@@ -174,6 +174,48 @@ def test_the_allocator_triton_calls_inside_a_launch_is_watched_as_the_students_c
     assert ("aten.mul" in record.forbidden()) == computes, record.forbidden()
 
 
+@needs_gpu("in-kernel tensor descriptors run only on a GPU")
+@pytest.mark.parametrize("computes", [False, True], ids=["allocates", "computes"])
+def test_a_kernel_that_makes_tensor_descriptors_gets_its_scratch_from_the_watched_allocator(computes):
+    # The real thing on a GPU (Hopper or newer): tl.make_tensor_descriptor inside a kernel makes Triton's
+    # launcher ask the allocator for global scratch memory, in the middle of the launch.
+    import triton
+    import triton.language as tl
+    from triton.runtime import _allocation
+    if torch.cuda.get_device_capability()[0] < 9 or not hasattr(tl, "make_tensor_descriptor"):
+        pytest.skip("in-kernel tensor descriptors need Hopper and a Triton that has them")
+
+    @triton.jit
+    def copy_tiles(x_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+        src = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+        dst = tl.make_tensor_descriptor(out_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+        m, n = tl.program_id(0) * BM, tl.program_id(1) * BN
+        dst.store([m, n], src.load([m, n]))
+
+    x = torch.randn(256, 192, device="cuda")
+    out = torch.empty_like(x)
+    asked = []
+
+    def allocator(size, alignment, stream):
+        asked.append(size)
+        if computes:
+            x.mul(2)
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    before = _allocation._allocator.get() if hasattr(_allocation._allocator, "get") else _allocation._allocator
+    triton.set_allocator(allocator)
+    try:
+        with watch() as record:
+            copy_tiles[(256 // 64, triton.cdiv(192, 64))](x, out, 256, 192, BM=64, BN=64)
+        torch.cuda.synchronize()
+    finally:
+        triton.set_allocator(before)
+    assert asked, "the launch did not ask the allocator: the test no longer tests it"
+    assert torch.equal(out, x)
+    assert record.launches == 1
+    assert ("aten.mul" in record.forbidden()) == computes, record.forbidden()
+
+
 def test_custom_operators_are_looked_into():
     # torch.library.triton_op is PyTorch's documented way to wrap a Triton kernel: it passes. A custom op
     # is opaque to a dispatch mode, so its name proves nothing: `ns::clone` may add, and is refused.
