@@ -20,6 +20,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import torch
 
 from grader import device as _device
 from grader import exercises, hardware, timing
@@ -149,6 +150,7 @@ class Checker:
         limit = 4 * max([e.numel() * e.element_size() for e in expected] + [0]) + 2**20
         got = self._outputs(spec.title, result, limit)
         _compare_outputs(spec, got, expected, dtype, label)
+        return result
 
     async def _judged_case(self, spec, call, shape, dtype, seed, index, label) -> None:
         """A random operation's case: the kernel hands over its outputs on every call the exercise names,
@@ -261,7 +263,8 @@ class Checker:
         dtype = spec.timed_dtype(self.dev)
         # A wrong result is worth nothing however fast: checked at the timed size first (the clock then
         # checks every timed call's result as well).
-        await self._case(spec, call, serve.SPEED, dtype)
+        case = await self._case(spec, call, serve.SPEED, dtype)
+        memory = self._memory(spec, case, dtype) if spec.memory_target else None
         try:
             clock = self._clock()
             clock.request(call.key, _dtype_name(dtype), spec.speed_shape)
@@ -295,6 +298,9 @@ class Checker:
         if spec.flops:
             result.tflops = spec.flops(spec.speed_shape, dtype) / (yours * 1e-3) / 1e12
             result.peak_tflops = hardware.peak_tflops(self.dev.name)
+        if memory is not None:
+            result.yours_bytes, result.baseline_bytes = memory
+            result.memory_target, result.memory_hint = spec.memory_target, spec.memory_hint
         lines = result.report().splitlines()
         beyond = (result.gbs is not None and result.gbs > CEILING_MARGIN * result.ceiling_gbs) or \
             (result.tflops is not None and result.peak_tflops and result.tflops > CEILING_MARGIN * result.peak_tflops)
@@ -314,6 +320,27 @@ class Checker:
         self._outcome.records.append(dict(result.record(points, call.points), credited=True))
         lines.append(f"  speed score: {points:.2f} of {call.points:g} (timed by the grader's clock, outside your process)")
         return lines, points
+
+
+    def _memory(self, spec, case: dict, dtype) -> tuple:
+        """(yours, the baseline's) peak memory of a step at the timed shape. Yours, as the kernel measured
+        it under the guard (checks.step_memory), must be at least the gradients the step returns; the
+        baseline's is measured here."""
+        from grader.student.checks import output_shape, step_leaves, step_memory
+        yours = case.get("memory") if isinstance(case, dict) else None
+        if not isinstance(yours, int) or isinstance(yours, bool):
+            raise CheckFailed(f"{spec.title}: the memory of your step at the timed shape could not be read.")
+        gen = torch.Generator(device=self.dev.torch_device).manual_seed(self.rng.randrange(2**31))
+        args = step_leaves(spec.make_inputs(spec.speed_shape, dtype, self.dev.torch_device, gen))
+        least = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor) and a.requires_grad)
+        if yours < least:
+            self.flag(f"{spec.title}: a step reported {yours} bytes of memory, less than the {least} of its gradients")
+            raise CheckFailed(f"{spec.title}: your step's memory was reported as {yours / 2**30:.3f} GiB, less than "
+                              f"the {least / 2**30:.3f} GiB of the gradients it returns: not credited.")
+        dy = torch.randn(output_shape(spec, args), generator=gen, device=self.dev.torch_device).to(dtype)
+        with self._timed("the baseline's memory"):
+            baseline = step_memory(spec, spec.baseline, args, dy, student=False)
+        return yours, baseline
 
 
 def _compiled_said(compiled, dev) -> list:

@@ -1,5 +1,6 @@
 """Day 5 exercises: the FlashAttention backward pass inside an autograd.Function; dropout from a seed,
-judged by its statistics."""
+judged by its statistics; the output layer's linear + cross-entropy in chunks, graded on time and on
+peak memory."""
 from __future__ import annotations
 
 import torch
@@ -207,4 +208,76 @@ dropout = KernelExercise(
          "x / (1 - p) there and 0 elsewhere; the backward pass draws the same numbers from the seed it kept.",
 )
 
-EXERCISES = (attention_backward, dropout)
+
+# -- linear + cross-entropy ------------------------------------------------------------------------------
+#
+# A case's shape is (N tokens, hidden size d, vocabulary V, share of ignored targets). Its inputs: h (N, d),
+# the output layer's weight W (V, d), whose logits h W^T are about N(0, 1), and the targets, a share of
+# them -100 (never the first: a batch of padding alone has no mean).
+
+IGNORE_INDEX = -100
+
+
+def _linear_ce_inputs(shape, dtype, device, gen):
+    n, d, v, ignored = shape
+    h = torch.randn(n, d, generator=gen, device=device).to(dtype)
+    w = (torch.randn(v, d, generator=gen, device=device) / d ** 0.5).to(dtype)
+    targets = torch.randint(0, v, (n,), generator=gen, device=device)
+    drop = torch.rand(n, generator=gen, device=device) < ignored
+    drop[0] = False
+    return h, w, targets.masked_fill(drop, IGNORE_INDEX)
+
+
+def linear_cross_entropy_eager(h, w, targets):
+    """What a PyTorch user writes: all N x V logits at once, in the input dtype."""
+    return F.cross_entropy(h @ w.T, targets, ignore_index=IGNORE_INDEX)
+
+
+def _linear_ce_flops(shape, dtype):
+    n, d, v, _ = shape
+    return 3 * 2 * n * v * d   # the logits, dh and dW products
+
+
+linear_cross_entropy = KernelExercise(
+    key="day5.linear_cross_entropy",
+    title="linear + cross-entropy",
+    make_inputs=_linear_ce_inputs,
+    reference=linear_cross_entropy_eager,          # in float64 (expected_gradients)
+    baseline=linear_cross_entropy_eager,
+    baseline_name="F.cross_entropy(h @ W.T, targets) (eager)",
+    # Chunks of 16 rows or more leave a ragged last chunk here; V is never a multiple of a block.
+    cpu_shapes=((1, 8, 77, 0.0), (37, 32, 1000, 0.2), (64, 16, 300, 0.5)),
+    gpu_shapes=((1, 64, 1000, 0.0), (300, 128, 5003, 0.2), (2000, 512, 32_000, 0.1)),
+    hidden_cpu_shapes=((50, 24, 515, 0.1), (3, 8, 2049, 0.6)),
+    hidden_gpu_shapes=((4097, 1024, 50_257, 0.05), (1500, 256, 3001, 0.9)),
+    speed_shape=(8192, 4096, 128_256, 0.1),
+    # On an H200 (torch 2.11, triton 3.6) lecture 04's chunks (C = 1024, the weight's gradient summed in
+    # bf16) took 42.8 ms and 1.29 GiB above the inputs, eager 42.2 ms and 5.87 GiB: 0.99x in time, 4.5x
+    # in memory. With a float32 sum the memory ratio is 1.8x (the gradient's sum is then 3|W|).
+    target=0.85,
+    memory_target=3.0,
+    times_step=True,
+    backward=True,
+    cpu_dtypes=(torch.float32,),
+    gpu_dtypes=lambda dev: (dev.half_dtype,),
+    flops=_linear_ce_flops,
+    output_names=("dh", "dW"),
+    # The gradients of a mean over N rows are about 1/N: atol scales with their largest magnitude.
+    atol_scale={"dh": "relative", "dW": "relative"},
+    also_allowed=("mm", "addmm", "addmm_", "matmul", "t", "ne", "sum", "clamp", "clamp_min", "reciprocal", "div",
+                  "mul", "mul_", "add_", "zeros", "zero_", "fill_", "copy_", "_to_copy", "to"),
+    library_kernels=("gemm", "nvjet", "cutlass", "xmma", "splitKreduce"),
+    speed_hint="the three products (logits, dh, dW) are the whole cost: leave them to cuBLAS (torch.mm with "
+               "out=, addmm_ into the weight's gradient) on chunks of 1024 rows or more, and make your kernel "
+               "read each chunk's logits twice and write their gradient once, in place.",
+    memory_hint="The step's floor is its gradients (|h| + |W|). Sum the weight's gradient in the weight's "
+                "dtype with addmm_ into one tensor (a float32 sum costs 2|W| more, and its conversion at the end "
+                "another |W|), write each chunk's logit gradient over its logits, and keep no N x V tensor, "
+                "in the forward or the backward.",
+    hint="per chunk of rows: Z = h_c W^T; in your kernel the row's log-sum-exp (online, in float32), its loss, "
+         "then (softmax(z) - onehot(t)) * scale written over Z, with scale = 1 / (number of targets that are not "
+         "-100 in the whole batch) and rows whose target is -100 zeroed; dh_c = Z W and dW += Z^T h_c. The "
+         "backward pass multiplies both gradients by the incoming gradient (a scalar).",
+)
+
+EXERCISES = (attention_backward, dropout, linear_cross_entropy)

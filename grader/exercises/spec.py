@@ -58,8 +58,20 @@ class KernelExercise:
     also_allowed: tuple = ()       # ATen ops the exercise permits besides allocation and views
     backward: bool = False         # check the gradients of fn's output (an autograd.Function)
     # Outputs whose atol scales with the expected values: "max" (their largest magnitude, for sums
-    # over many rows) or "rms" (their typical size, for dot products of length K).
+    # over many rows), "rms" (their typical size, for dot products of length K), both at least 1, or
+    # "relative" (their largest magnitude, however small: gradients of a mean over many rows).
     atol_scale: dict = field(default_factory=dict)
+
+    # A loss that computes its gradients in the forward pass (linear + cross-entropy in chunks): a timed
+    # call is one whole step, the forward and the backward together, for the student and the baseline.
+    times_step: bool = False
+    # Peak memory as a second graded figure, with the speed (GPU only): the baseline's step needs at least
+    # memory_target times the memory of yours, above the inputs (checks.step_memory says what is counted).
+    memory_target: float = None
+    memory_hint: str = ""          # shown when the memory target is missed: where a lean step's memory goes
+    # GPU kernels of a library the exercise permits (cuBLAS's products, with also_allowed's "mm"), by a
+    # part of their name: the profiled call counts them as the student's own work.
+    library_kernels: tuple = ()
 
     # () -> the name of the baseline really timed, where it depends on the GPU (SDPA's backends)
     baseline_label: Callable = None

@@ -110,7 +110,8 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False) -> None:
         raise CheckFailed(f"{spec.title}: {who} computed with PyTorch ({', '.join(record.forbidden())}) "
                           f"{where}. Allocating outputs and taking views is fine; the computation itself "
                           f"must happen in your Triton kernels{', timed or not' if timed else ''}.")
-    if record.launches == 0:
+    # (the backward of a loss whose forward computed the gradients only scales them: spec.times_step)
+    if record.launches == 0 and not (spec.times_step and who == "your backward"):
         raise CheckFailed(f"{spec.title}: {who} launched no Triton kernel {where}. Every call must compute "
                           f"its result: handing back a result kept from an earlier call is not allowed."
                           if timed else f"{spec.title}: {who} did not launch a Triton kernel {where}. Launch "
@@ -134,7 +135,10 @@ def _compare_outputs(spec, got, expected, dtype, label):
         scale = 1.0
         if how and e.numel():
             ed = e.detach().double()
-            scale = max(1.0, float(ed.abs().max() if how == "max" else ed.pow(2).mean().sqrt()))
+            if how == "relative":
+                scale = float(ed.abs().max()) or 1.0
+            else:
+                scale = max(1.0, float(ed.abs().max() if how == "max" else ed.pow(2).mean().sqrt()))
         message = describe_mismatch(f"{name} on {label}", g, e, atol * scale, rtol, spec.hint)
         if message:
             raise CheckFailed(message)
@@ -419,14 +423,29 @@ class SpeedResult:
     peak_tflops: float | None = None
     placements: dict | None = None   # per-placement medians, {"yours": [...], "baseline": [...]}
     speed_hint: str = ""             # the exercise's: what a fast kernel does
+    # Peak memory, graded with the speed where the exercise has a memory target (step_memory's bytes)
+    yours_bytes: int | None = None
+    baseline_bytes: int | None = None
+    memory_target: float | None = None
+    memory_hint: str = ""
 
     @property
     def ratio(self) -> float:
         return self.baseline_ms / self.yours_ms
 
     @property
+    def memory_ratio(self) -> float | None:
+        if self.yours_bytes is None:
+            return None
+        return self.baseline_bytes / max(self.yours_bytes, 1)
+
+    @property
     def credit(self) -> float:
-        return credit(self.ratio, self.target)
+        """Time's credit, and where memory is graded too, the lower of the two."""
+        time_credit = credit(self.ratio, self.target)
+        if self.memory_target is None:
+            return time_credit
+        return min(time_credit, credit(self.memory_ratio, self.memory_target))
 
     def report(self, graded: bool = True) -> str:
         target = (f" (target {self.target:.2f}x; full credit from there, none below {self.target / 2:.2f}x)"
@@ -434,6 +453,12 @@ class SpeedResult:
         lines = [f"{self.title}, shape {self.shape}, {self.dtype}, on {self.device}:",
                  f"  yours {self.yours_ms:.4f} ms, {self.baseline_name} {self.baseline_ms:.4f} ms "
                  f"-> {self.ratio:.2f}x{target}"]
+        if self.memory_target is not None:
+            aim = (f" (target {self.memory_target:.2f}x; full credit from there, none below "
+                   f"{self.memory_target / 2:.2f}x)") if graded else ""
+            lines.append(f"  peak memory above the inputs: yours {self.yours_bytes / 2**30:.3f} GiB, "
+                         f"{self.baseline_name} {self.baseline_bytes / 2**30:.3f} GiB -> {self.memory_ratio:.2f}x "
+                         f"less{aim}; the score is the lower of time's and memory's")
         if self.placements and len(self.placements["yours"]) > 1:
             ratios = [b / y for b, y in zip(self.placements["baseline"], self.placements["yours"])]
             lines.append(f"  (medians over {len(ratios)} placements of the inputs in memory; ratio "
@@ -448,6 +473,10 @@ class SpeedResult:
                          f"{self.tflops / self.ratio:.0f} TFLOP/s")
         if graded and self.ratio < self.target:
             lines += [f"  why it may be slow: {line}" for line in self.advice()]
+        if graded and self.memory_target is not None and self.memory_ratio < self.memory_target:
+            lines.append(f"  why it needs memory: {self.baseline_bytes / self.memory_target / 2**30:.3f} GiB or less "
+                         f"above the inputs gets full credit. Memory your function keeps between calls counts "
+                         f"as its own. {self.memory_hint}")
         return "\n".join(lines)
 
     def record(self, points: float, of: float) -> dict:
@@ -456,7 +485,8 @@ class SpeedResult:
                 "gpu": self.device, "baseline": self.baseline_name, "yours_ms": self.yours_ms,
                 "baseline_ms": self.baseline_ms, "ratio": self.ratio, "target": self.target, "gbs": self.gbs,
                 "pct_of_ceiling": None if self.gbs is None else 100 * self.gbs / self.ceiling_gbs,
-                "tflops": self.tflops, "score": f"{points:.2f}/{of:g}"}
+                "tflops": self.tflops, "yours_bytes": self.yours_bytes, "baseline_bytes": self.baseline_bytes,
+                "memory_target": self.memory_target, "score": f"{points:.2f}/{of:g}"}
 
     def advice(self) -> list:
         """What the measured rates say about a kernel below its target, and what the fast one does."""
@@ -479,11 +509,37 @@ class SpeedResult:
         return said
 
 
+def step_leaves(args) -> list:
+    """The arguments of one whole step (spec.times_step): the same tensors, detached, the floating ones
+    taking a gradient (no copy: a copy would be timed as part of the step)."""
+    return [a.detach().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in args]
+
+
+def output_shape(spec, args) -> tuple:
+    """The shape of the exercise's output on these arguments, from the baseline on meta tensors (no
+    memory, no computation)."""
+    meta = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in args]
+    with torch.no_grad():
+        return tuple(spec.baseline(*meta).shape)
+
+
+def step(fn, args, dy) -> tuple:
+    """One whole step: fn's forward on `args` (from step_leaves), then the gradients of its floating
+    inputs for the output gradient dy."""
+    return torch.autograd.grad(fn(*args), _differentiable(args), dy)
+
+
 def baseline_call(spec, args, dy=None):
-    """What is timed of the exercise's PyTorch baseline: the forward call, or one backward pass (of the
-    output gradient dy, random where none is given) through a forward graph made here, untimed."""
+    """What is timed of the exercise's PyTorch baseline: the forward call, one whole step (times_step),
+    or one backward pass (of the output gradient dy, random where none is given) through a forward
+    graph made here, untimed."""
     if not spec.backward:
         return lambda: spec.baseline(*args)
+    if spec.times_step:
+        leaves = step_leaves(args)
+        dy = torch.randn(output_shape(spec, args), device=leaves[0].device).to(leaves[0].dtype) if dy is None else dy
+        return lambda: step(spec.baseline, leaves, dy)
     base_leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
                    else a for a in args]
     y_base = spec.baseline(*base_leaves)
@@ -514,7 +570,10 @@ def student_call(spec, fn, args, shape, dtype, gen, record) -> timing.Fresh:
             for a, new in zip(args, spec.make_inputs(shape, dtype, device, gen)):
                 if isinstance(a, torch.Tensor):
                     a.copy_(new)
-        if spec.backward:
+        if spec.times_step:     # the whole step is timed: only its output gradient is drawn here
+            dy = torch.randn(output_shape(spec, args), generator=gen, device=device).to(dtype)
+            state["step"] = (step_leaves(args), dy)
+        elif spec.backward:
             leaves = [a.detach().clone().requires_grad_() if a.is_floating_point() else a for a in tensors]
             with stderr_to_stdout(), no_saved_tensor_hooks(spec):
                 y = fn(*leaves)
@@ -524,7 +583,10 @@ def student_call(spec, fn, args, shape, dtype, gen, record) -> timing.Fresh:
     def call():
         launches, side = record.launches, record.side_streams
         stream = torch.cuda.current_stream() if on_gpu else None
-        if spec.backward:
+        if spec.times_step:
+            with no_saved_tensor_hooks(spec):
+                out = step(fn, *state["step"])
+        elif spec.backward:
             y, leaves, dy = state["graph"]
             with no_saved_tensor_hooks(spec):
                 out = torch.autograd.grad(y, leaves, dy, retain_graph=True)
@@ -568,6 +630,41 @@ def student_call(spec, fn, args, shape, dtype, gen, record) -> timing.Fresh:
     return timing.Fresh(call, prepare, verify)
 
 
+def step_memory(spec, fn, args, dy, student: bool = True) -> int:
+    """Bytes of GPU memory one whole step of fn (spec.times_step: forward and backward, on step_leaves)
+    needs above its inputs: how far the CUDA caching allocator's count of live tensors rose during the
+    step (the gradients it returns included), plus the memory it used that existed before and is not
+    one of its inputs: a workspace or a cache kept between calls counts as the step's own, as it would
+    if it were allocated in it. The student's step runs under the guard, which notes that memory; the
+    function should have run once at this shape already (compiled and tuned). GPU only."""
+    import gc
+    gc.collect()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    if student:
+        with stderr_to_stdout(), no_saved_tensor_hooks(spec), \
+                watch(poison=False, also_allowed=spec.also_allowed, tune_briefly=False, memory=True) as record:
+            grads = step(fn, args, dy)
+        refuse(spec, record, "your function", "in the step whose memory is measured")
+        kept = record.kept_bytes(args)
+    else:
+        grads, kept = step(fn, args, dy), 0
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    del grads
+    return peak + kept
+
+
+def measure_memory(spec, fn, dtype, gen) -> tuple:
+    """(yours, the baseline's) step_memory at the timed shape, on the same inputs."""
+    args = step_leaves(spec.make_inputs(spec.speed_shape, dtype, "cuda", gen))
+    dy = torch.randn(output_shape(spec, args), generator=gen, device="cuda").to(dtype)
+    with stderr_to_stdout():
+        step(fn, args, dy)   # compiled and tuned before it is measured
+    return step_memory(spec, fn, args, dy), step_memory(spec, spec.baseline, args, dy, student=False)
+
+
 # Where tensors land in GPU memory moves a memory-bound kernel's time by up to about 15% (measured on an
 # H200: the same RMSNorm kernel ran 0.068 or 0.078 ms depending on placement; docs/gpu-notes.md). Each
 # speed check therefore times several copies of the inputs at different addresses and takes the median.
@@ -595,10 +692,13 @@ def measure_speed(key: str, fn) -> SpeedResult:
                 ms = timing.compare(calls, budget_ms=400 / PLACEMENTS)
             for name in samples:
                 samples[name].append(ms[name])
-    del spacers
+    del spacers, args, calls
     result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), dev.name, spec.timed_baseline_name(),
                          statistics.median(samples["yours"]), statistics.median(samples["baseline"]),
                          spec.target, placements=samples, speed_hint=spec.speed_hint)
+    if spec.memory_target:
+        result.yours_bytes, result.baseline_bytes = measure_memory(spec, fn, dtype, gen)
+        result.memory_target, result.memory_hint = spec.memory_target, spec.memory_hint
     if spec.bytes_moved:
         result.gbs = spec.bytes_moved(spec.speed_shape, dtype) / (result.yours_ms * 1e-3) / 1e9
         result.ceiling_gbs = timing.copy_bandwidth_gbs()

@@ -64,6 +64,29 @@ class CallRecord:
     # In the CPU interpreter: (kernel, its arguments described) of each launch, to compile for a GPU
     interpreted: list = field(default_factory=list)
 
+    # Only when the watch measures memory (watch(memory=True)): the storage of every tensor that the
+    # call's PyTorch ops and Triton launches used, {address: bytes}, and the addresses of those its ops
+    # made. What it used and did not make existed before the call: a workspace or cache kept between
+    # calls, whose memory checks.step_memory counts as the call's.
+    touched: dict | None = None
+    made: set = field(default_factory=set)
+
+    def note_storages(self, values) -> set:
+        """The storages of the tensors among `values` (nested in lists, tuples and dicts), noted as
+        touched; returns their addresses."""
+        found = set()
+        for t in _tensors_in(values):
+            storage = torch._C.TensorBase.untyped_storage(t)   # the method itself, not the guard's wrapper
+            if storage.device.type != "meta" and storage.nbytes():
+                self.touched[storage.data_ptr()] = storage.nbytes()
+                found.add(storage.data_ptr())
+        return found
+
+    def kept_bytes(self, inputs) -> int:
+        """Bytes of the storages the call used but did not make, other than those of `inputs`."""
+        skip = {torch._C.TensorBase.untyped_storage(t).data_ptr() for t in _tensors_in(inputs)}
+        return sum(n for address, n in self.touched.items() if address not in self.made and address not in skip)
+
     # Tensors the function allocated, with guard bytes around them: (all the memory, guard bytes, tensor)
     guards: list = field(default_factory=list)
     # The guard bytes' value, new for each call. An unmasked kernel stores past the end values computed
@@ -134,6 +157,11 @@ class _Watcher(TorchDispatchMode):
         out = func(*args, **kwargs)
         if self.in_triton:
             return out
+        if self.record.touched is not None:
+            # What an op returns in storage none of its arguments had, it made: a view of a workspace, or an
+            # op writing into one (out=), made nothing.
+            used = self.record.note_storages((args, kwargs))
+            self.record.made |= self.record.note_storages(out) - used
         name = func.overloadpacket.__name__
         if name == "_local_scalar_dense":
             self.read_out("Tensor.item", 1)
@@ -324,18 +352,18 @@ FOREIGN_GPU_SHARE = 0.10
 FOREIGN_GPU_US = 10.0
 
 
-def foreign_gpu_work(ran: list, launched: Counter) -> tuple:
+def foreign_gpu_work(ran: list, launched: Counter, permitted=()) -> tuple:
     """(names, share of GPU time, share allowed) of the kernels in `ran` ((name, µs) in order, as a
     profiler saw the device run them) that are neither the student's Triton launches (`launched`, by
-    kernel name) nor PyTorch's bookkeeping. A Triton kernel named like a cuBLAS one accounts for its own
-    launches only."""
+    kernel name), nor PyTorch's bookkeeping, nor library kernels the exercise permits (`permitted`, parts
+    of their names). A Triton kernel named like a cuBLAS one accounts for its own launches only."""
     left = Counter(launched)
     names, foreign, total = set(), 0.0, 0.0
     for name, us in ran:
         total += us
         if left[name] > 0:
             left[name] -= 1
-        elif not any(part in name for part in BOOKKEEPING_KERNELS):
+        elif not any(part in name for part in BOOKKEEPING_KERNELS + tuple(permitted)):
             names.add(name)
             foreign += us
     if not total:
@@ -429,6 +457,8 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
         if entry:        # also inside Triton: an autotune config's or a heuristic's values arrive here
             for name in _odd_arguments(args, kwargs):
                 record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
+        if record.touched is not None:
+            record.note_storages((args, kwargs))
         if counts and not kwargs.get("warmup", False):
             record.launches += 1
             if type(self).__name__ == "GridExecutor" and len(record.interpreted) < 16:
@@ -678,8 +708,20 @@ def _install() -> None:
 _install()
 
 
+def _tensors_in(values):
+    if isinstance(values, torch.Tensor):
+        yield values
+    elif isinstance(values, (list, tuple)):
+        for v in values:
+            yield from _tensors_in(v)
+    elif isinstance(values, dict):
+        for v in values.values():
+            yield from _tensors_in(v)
+
+
 @contextmanager
-def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: bool | None = None):
+def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: bool | None = None,
+          memory: bool = False):
     """Run a block under the watcher; yields the CallRecord it fills in.
 
     `also_allowed` names extra ATen ops an exercise permits (e.g. "sum" to add up per-block partials).
@@ -687,9 +729,10 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     kernels, so the block runs at full speed (a student's own speed check times under it).
     `tune_briefly` (by default as `ops`) times an autotuner's candidates for a few milliseconds each
     instead of Triton's default: for checks of correctness, not for calls that are timed.
+    `memory` notes the storages the block's ops and launches use (CallRecord.touched).
     """
     global _active
-    record = CallRecord()
+    record = CallRecord(touched={} if memory else None)
     _note_replaced_operators(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     outer, _active = _active, _Watch(record, watcher, compile_ahead=ops if tune_briefly is None else tune_briefly)

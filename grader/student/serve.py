@@ -35,7 +35,8 @@ from grader.compare import CheckFailed
 from grader.quiet import stderr_to_stdout
 from grader.student.checks import compile_ahead as checks_compile_ahead
 from grader.student.checks import (_as_tuple, _plain, _student_grads, _student_graph, judged_outputs,
-                                   no_saved_tensor_hooks, refuse, run_student, where_it_raised)
+                                   no_saved_tensor_hooks, refuse, run_student, step, step_leaves, step_memory,
+                                   where_it_raised)
 from grader.student import integrity
 from grader.student.guard import foreign_gpu_work, watch
 
@@ -95,6 +96,7 @@ def kernel_case(fn, key: str, shape, dtype_name: str, device: str, seed: int, dy
     shape = tuple(shape)
     dtype = getattr(torch, dtype_name)
     label = f"shape {shape}, {dtype_name}"
+    result = {"ok": True}
     try:
         args, gen = case_inputs(spec, shape, dtype, device, seed)
         if spec.judge:
@@ -105,11 +107,15 @@ def kernel_case(fn, key: str, shape, dtype_name: str, device: str, seed: int, dy
             with no_saved_tensor_hooks(spec):
                 y, leaves = _student_graph(spec, fn, args, label)
                 outputs = _student_grads(spec, y, leaves, dy, label)
+            if timed and spec.memory_target and device == "cuda":
+                # Measured here, in the student's process, under the guard (docs/threat-model.md)
+                del y, leaves
+                result["memory"] = step_memory(spec, fn, step_leaves(args), dy)
         else:
             # At the timed shape an autotuner tunes as Triton does: the timed calls use what it chooses.
             outputs = _plain(spec, _as_tuple(run_student(spec, fn, args, label, tune_briefly=False if timed
                                                          else None)), label)
-        _write(folder, request, {"ok": True}, outputs)
+        _write(folder, request, result, outputs)
     except CheckFailed as e:
         _failed(folder, request, str(e))
 
@@ -192,7 +198,11 @@ def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list, comp
         if isinstance(t, torch.Tensor):
             torch.autograd.graph.increment_version(t)
     with watch(poison=False, also_allowed=spec.also_allowed, tune_briefly=False) as record:
-        if graph is None:
+        if spec.times_step:   # a whole step: the set's last tensor is the output's gradient
+            *inputs, dy = args
+            with no_saved_tensor_hooks(spec):
+                out = _plain(spec, step(fn, step_leaves(inputs), dy), "a timed step")
+        elif graph is None:
             out = _plain(spec, _as_tuple(fn(*args)), "a timed call")
         else:
             y, leaves, dy = graph
@@ -308,7 +318,7 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
             message = clock.receive()
             if message.get("op") == "go":
                 outputs = graphs = None   # the last batch's, which the clock has checked
-                if spec.backward:
+                if spec.backward and not spec.times_step:
                     # A backward exercise times backward passes only: the forward passes run first, and
                     # have finished on the GPU before the calls queue behind the start signal.
                     with stderr_to_stdout():
@@ -336,7 +346,8 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
                 # ran. A function that computes with Triton only while it is watched shows cuBLAS here.
                 with gpu_profile() if on_gpu else contextlib.nullcontext([]) as ran:
                     args = sets[message["set"]]
-                    graph = _forward_graph(spec, fn, args, on_gpu, launched, compiled) if spec.backward else None
+                    graph = _forward_graph(spec, fn, args, on_gpu, launched, compiled) \
+                        if spec.backward and not spec.times_step else None
                     _one_call(spec, fn, args, on_gpu, launched, [], compiled, graph)
                 clock.send({"op": "profiled"})
             elif message.get("op") == "end":
@@ -344,7 +355,7 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
             else:
                 raise CheckFailed("the grader's clock sent a message this kernel does not know")
         if ran:
-            names, share, allowed = foreign_gpu_work(ran, launched)
+            names, share, allowed = foreign_gpu_work(ran, launched, spec.library_kernels)
             if share > allowed:
                 raise CheckFailed(f"{spec.title}: run as in the timed calls, your function spent {share:.0%} of its "
                                   f"GPU time in kernels that are not its Triton kernels "
