@@ -296,3 +296,29 @@ def test_a_random_operations_timed_outputs_are_judged(tmp_path, fn, said):
         assert handed["ok"] and "error" not in measured, (measured, handed)
     else:
         assert said in measured.get("error", ""), (measured, handed)
+
+
+@pytest.mark.parametrize("fn, said", [
+    (day5_lectures.linear_cross_entropy, None),
+    # a backward pass that forgets the incoming gradient: the clock's random dy shows it
+    (lambda h, w, t: _Unscaled.apply(h, w, t), "checked by the grader's clock"),
+], ids=["honest", "backward not scaled"])
+def test_a_loss_that_computes_its_gradients_forward_is_timed_as_a_whole_step(tmp_path, fn, said):
+    # (times_step: each timed call is the forward and the backward; the gradients are checked)
+    measured, handed = time_with_the_clock(lambda h, w, t: fn(h, w, t), tmp_path, key="day5.linear_cross_entropy")
+    if said is None:
+        assert handed["ok"] and "error" not in measured, (measured, handed)
+        assert all(ms > 0 for ms in measured["yours"] + measured["baseline"])
+    else:
+        assert said in measured.get("error", "") + handed.get("message", ""), (measured, handed)
+
+
+class _Unscaled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, w, t):
+        return day5_lectures.ChunkedLinearCrossEntropy.forward(ctx, h, w, t, 16)
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        grad_h, grad_w, _ = ctx.grads
+        return grad_h, grad_w, None

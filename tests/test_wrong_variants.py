@@ -7,6 +7,7 @@ import pytest
 import grader
 from grader.pipeline import notebooks
 from conftest import REPO, on_cpu_only
+from test_memory import FLOAT32_SUM
 
 SOL = REPO / "solutions"
 
@@ -106,6 +107,23 @@ VARIANTS = [
      {"tl.where(r >= p, x * scale, 0.0)": "tl.where(r >= p, x, 0.0)"}, ["elements you kept", "x / (1 - p)"]),
     ("dropout: keeps where the number is below p", "day5/dropout", "day5.dropout",
      {"tl.where(r >= p, x * scale, 0.0)": "tl.where(r < p, x * scale, 0.0)"}, ["should be kept"]),
+    ("linear + cross-entropy: the mean over each chunk's rows", "day5/linear_cross_entropy",
+     "day5.linear_cross_entropy",
+     {"(z, targets[start:end], losses[start:end], scale, n_cols,":
+      "(z, targets[start:end], losses[start:end], 1.0 / (targets[start:end] != -100).sum().clamp(min=1)"
+      ".to(torch.float32).reshape(1), n_cols,"}, ["(dh)", "elements differ", "in the whole batch"]),
+    ("linear + cross-entropy: the backward ignores the incoming gradient", "day5/linear_cross_entropy",
+     "day5.linear_cross_entropy",
+     {"return grad_h.mul_(grad_loss), grad_w.mul_(grad_loss), None": "return grad_h, grad_w, None"},
+     ["(dh)", "elements differ", "incoming gradient"]),
+    ("linear + cross-entropy: ignored rows keep a gradient", "day5/linear_cross_entropy",
+     "day5.linear_cross_entropy",
+     {"scale = tl.where(counted, tl.load(scale_ptr), 0.0)": "scale = tl.load(scale_ptr)"},
+     ["(dh)", "elements differ", "-100 zeroed"]),
+    ("linear + cross-entropy: the softmax by PyTorch", "day5/linear_cross_entropy", "day5.linear_cross_entropy",
+     {"            ce_grad_kernel[(end - start,)](":
+      "            z = torch.log_softmax(z.float(), dim=1).to(z.dtype)\n            ce_grad_kernel[(end - start,)]("},
+     ["computed with PyTorch", "aten._log_softmax"]),
     ("bias + GELU: bias of the row instead of the column", "day1/bias_gelu", "day1.bias_gelu",
      {"b_ptr + offsets % n_cols": "b_ptr + (offsets // n_cols) % n_cols"}, ["elements differ", "offset % n_cols"]),
     ("vector add: grid rounded down", "day1/vector_add", "day1.vector_add",
@@ -156,6 +174,15 @@ HONEST_VARIANTS = [
         "    dkdv_kernel[(triton.cdiv(n, bn), b * h)](q, k, v, do, lse, delta, dk, dv, dq32, n,",
         "    bm, bn, warps, stages = q_tiles\n": "    dq = dq32.to(q.dtype)\n    return dq, dk, dv\n",
     }),
+    # the weight's gradient summed in float32 and converted at the end (lecture 04's default): right,
+    # but it misses the memory target on a GPU (tests/test_memory.py)
+    ("linear + cross-entropy: a float32 sum", "day5/linear_cross_entropy", "day5.linear_cross_entropy",
+     dict(FLOAT32_SUM)),
+    # one row at a time, and the log-sum-exp in base 2
+    ("linear + cross-entropy: chunks of one row, base 2", "day5/linear_cross_entropy", "day5.linear_cross_entropy",
+     {"chunk = 1024 if h.is_cuda else 16": "chunk = 1",
+      "s = s * tl.exp(m - m_new) + tl.sum(tl.exp(z - m_new), axis=0)":
+      "s = s * tl.math.exp2((m - m_new) * 1.4426950408889634) + tl.sum(tl.math.exp2((z - m_new) * 1.4426950408889634), axis=0)"}),
     # integers compared with a threshold instead of floats with p
     ("dropout: integer threshold", "day5/dropout", "day5.dropout",
      {"tl.where(r >= p, x * scale, 0.0)": "tl.where((r * 16777216.0).to(tl.int32) >= (p * 16777216.0), x * scale, 0.0)"}),

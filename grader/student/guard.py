@@ -30,7 +30,8 @@ view _unsafe_view reshape as_strided expand permute transpose t slice select uns
 flatten unflatten split split_with_sizes chunk unbind narrow movedim detach alias lift_fresh
 clone copy_ _to_copy contiguous is_same_size set_ resize_ view_as_real
 view_as_complex _reshape_alias unfold
-""".split())
+promote_types result_type
+""".split())   # (the last two compute a dtype, not values)
 
 # Values read out of tensors into Python or NumPy (`.item()`, `.tolist()`, `.numpy()`, a print): honest
 # code reads a few (a count of non-ignored labels before launching, as Liger-Kernel's cross-entropy does;

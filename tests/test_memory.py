@@ -1,0 +1,164 @@
+"""Peak memory as a graded figure (day5.linear_cross_entropy): what the guard counts as a step's memory,
+the credit it gives, and (on a GPU) the figures of honest, wasteful and workspace-keeping steps."""
+import dataclasses
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from grader import exercises
+from grader.compare import CheckFailed
+from grader.student import checks
+from grader.student.checks import SpeedResult
+from grader.student.guard import watch
+from conftest import DEVICE, needs_gpu
+
+SPEC = exercises.get("day5.linear_cross_entropy")
+
+
+@triton.jit
+def _scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def _scale(x, out):
+    _scale_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+    return out
+
+
+def _kept(fn, x):
+    with watch(poison=False, memory=True) as record:
+        fn(x)
+    return record.kept_bytes([x])
+
+
+def test_memory_made_in_the_call_is_not_kept_memory():
+    x = torch.randn(1000, device=DEVICE.torch_device)
+    assert _kept(lambda x: _scale(x, torch.empty_like(x)), x) == 0
+
+
+def test_a_workspace_kept_between_calls_counts_whether_a_kernel_or_pytorch_writes_it():
+    x = torch.randn(1000, device=DEVICE.torch_device)
+    workspace = torch.empty(50_000, device=DEVICE.torch_device)    # 200,000 bytes, made before the call
+    assert _kept(lambda x: _scale(x, workspace[:1000]), x) == 200_000               # a view, to a kernel
+    assert _kept(lambda x: torch.mul(x, 2, out=workspace[:1000]), x) == 200_000     # out= of an op
+    assert _kept(lambda x: _scale(x, workspace), x) == 200_000                      # the whole of it
+
+
+def test_the_inputs_are_not_kept_memory_even_through_views():
+    x = torch.randn(1000, device=DEVICE.torch_device)
+    assert _kept(lambda x: _scale(x[:500], torch.empty(500, device=x.device)), x) == 0
+
+
+def _result(yours_ms=10.0, yours_gib=1.0, target=0.85, memory_target=3.0):
+    return SpeedResult("linear + cross-entropy", (8, 4, 16, 0.1), "bfloat16", "a GPU", "eager", yours_ms, 10.0,
+                       target, yours_bytes=int(yours_gib * 2**30), baseline_bytes=6 * 2**30,
+                       memory_target=memory_target, memory_hint="sum in bf16")
+
+
+@pytest.mark.parametrize("yours_ms, yours_gib, credit", [
+    (10.0, 1.0, 1.0),      # as fast as eager, 6x less memory
+    (10.0, 6.0, 0.0),      # as fast, as much memory as eager: none
+    (10.0, 2.4, 2 / 3),    # 2.5x less memory: two thirds of the way from 1.5x to 3x
+    (25.0, 1.0, 0.0),      # 6x less memory, but 0.4x the speed (below half the time target)
+])
+def test_the_speed_credit_is_the_lower_of_time_and_memory(yours_ms, yours_gib, credit):
+    assert _result(yours_ms, yours_gib).credit == pytest.approx(credit)
+
+
+def test_the_report_gives_both_figures_and_says_what_memory_would_pass():
+    report = _result(yours_gib=3.0).report()
+    assert "peak memory above the inputs: yours 3.000 GiB, eager 6.000 GiB -> 2.00x less (target 3.00x" in report
+    assert "2.000 GiB or less above the inputs gets full credit" in report and "sum in bf16" in report
+    assert "why it needs memory" not in _result(yours_gib=1.0).report()
+
+
+def test_without_a_memory_target_the_credit_is_times_alone():
+    plain = dataclasses.replace(_result(), yours_bytes=None, baseline_bytes=None, memory_target=None)
+    assert plain.credit == 1.0 and "peak memory" not in plain.report()
+
+
+def test_a_backward_that_only_scales_is_fine_for_a_loss_whose_forward_made_the_gradients():
+    from grader.exercises.day5 import attention_backward
+    record = type("Record", (), {"overruns": lambda self: None, "forbidden": lambda self: [], "launches": 0,
+                                 "side_streams": 0})()
+    checks.refuse(SPEC, record, "your backward", "on a case")            # no launch needed
+    with pytest.raises(CheckFailed, match="did not launch a Triton kernel"):
+        checks.refuse(attention_backward, record, "your backward", "on a case")
+    with pytest.raises(CheckFailed, match="did not launch a Triton kernel"):
+        checks.refuse(SPEC, record, "your function", "on a case")     # the forward still must
+
+
+# -- on a GPU: the figures themselves ---------------------------------------------------------------------
+
+SMALL = dataclasses.replace(SPEC, speed_shape=(2048, 512, 32_000, 0.1))
+
+
+def _solution(tmp_path, replace=()):
+    """The exercise's solution notebook's function (its code cell, with `replace`'s (old, new) edits),
+    imported from a file (Triton reads a kernel's source from its file)."""
+    import importlib.util
+    import nbformat
+    from conftest import REPO
+    nb = nbformat.read(REPO / "solutions/day5/linear_cross_entropy.ipynb", as_version=4)
+    source = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "linear_cross_entropy")
+    for old, new in replace:
+        assert old in source, old
+        source = source.replace(old, new)
+    name = f"lce_solution_{len(list(tmp_path.iterdir()))}"
+    path = tmp_path / f"{name}.py"
+    path.write_text("import torch\nimport triton\nimport triton.language as tl\n" + source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.linear_cross_entropy
+
+
+# A float32 sum of the weight's gradient, converted at the end: the lecture's default, 1.8x on an H200.
+FLOAT32_SUM = (("torch.zeros_like(w)", "torch.zeros_like(w, dtype=torch.float32)"),
+               ("grad_w.addmm_(z.t(), h[start:end])", "grad_w.add_(z.t() @ h[start:end])"),
+               ("grad_w.mul_(grad_loss), None", "grad_w.mul_(grad_loss).to(w_dtype), None"),
+               ("grad_h, grad_w = ctx.grads", "grad_h, grad_w = ctx.grads\n        w_dtype = grad_h.dtype"))
+
+
+@needs_gpu("peak memory is counted by the CUDA caching allocator")
+def test_on_a_gpu_the_chunked_step_needs_less_memory_and_a_kept_workspace_counts(tmp_path):
+    solution = _solution(tmp_path)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    yours, eager = checks.measure_memory(SMALL, solution, torch.bfloat16, gen)
+    n, d, v, _ = SMALL.speed_shape
+    logits = n * v * 2
+    assert eager >= 3 * logits                       # eager holds three logits-sized tensors at once
+    assert yours < eager / 3 and yours >= (n + v) * d * 2   # at least its gradients (|h| + |W|)
+
+    workspace = torch.empty(n, v, dtype=torch.bfloat16, device="cuda")   # all the logits, kept between calls
+
+    def with_workspace(h, w, t):
+        torch.mm(h.detach(), w.detach().t(), out=workspace)
+        return solution(h, w, t)
+
+    kept, _ = checks.measure_memory(SMALL, with_workspace, torch.bfloat16, gen)
+    assert kept >= yours + logits
+
+
+@needs_gpu("peak memory is counted by the CUDA caching allocator")
+def test_on_a_gpu_a_float32_sum_of_the_weights_gradient_misses_the_memory_target(tmp_path):
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    yours, eager = checks.measure_memory(SMALL, _solution(tmp_path, FLOAT32_SUM), torch.bfloat16, gen)
+    n, d, v, _ = SMALL.speed_shape
+    assert yours >= 3 * v * d * 2            # the float32 sum (2|W|) and its bf16 conversion (|W|)
+    assert eager / yours < SPEC.memory_target
+
+
+@pytest.mark.parametrize("reported, why", [(1000, "less than"), ("1e9", "could not be read"), (True, "could not be read")])
+def test_the_checker_refuses_a_step_memory_below_its_gradients_or_not_a_count(reported, why):
+    # The kernel's process reports its step's memory: a figure below the gradients the step returns is
+    # impossible, and is refused and flagged for the instructor (checked before any GPU measurement).
+    from grader.checker.verdicts import Checker
+    flagged = []
+    checker = Checker(run_in_kernel=None, exchange=None, secret_seed="1", force_cpu=True, flag=flagged.append)
+    with pytest.raises(CheckFailed, match=why):
+        checker._memory(SMALL, {"ok": True, "memory": reported}, torch.float32)
+    assert bool(flagged) == (why == "less than")
