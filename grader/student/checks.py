@@ -200,11 +200,16 @@ def _student_graph(spec, fn, args, label):
     leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
               else a for a in args]
     y = run_student(spec, fn, leaves, label)
+    return from_a_function(spec, y, f"the output on {label}"), _differentiable(leaves)
+
+
+def from_a_function(spec, y, what: str):
+    """y, if it is the output of a torch.autograd.Function (whose backward is the student's)."""
     if not isinstance(getattr(y, "grad_fn", None), torch.autograd.function.BackwardCFunction):
-        raise CheckFailed(f"{spec.title}: the output on {label} does not come from a torch.autograd.Function "
-                          f"(its grad_fn is {type(getattr(y, 'grad_fn', None)).__name__}). Return "
-                          f"YourFunction.apply(...) so that autograd calls your backward.")
-    return y, _differentiable(leaves)
+        raise CheckFailed(f"{spec.title}: {what} does not come from a torch.autograd.Function (its grad_fn is "
+                          f"{type(getattr(y, 'grad_fn', None)).__name__}). Return YourFunction.apply(...) so "
+                          f"that autograd calls your backward.")
+    return y
 
 
 def _student_grads(spec, y, leaves, dy, label):
@@ -524,10 +529,14 @@ def output_shape(spec, args) -> tuple:
         return tuple(spec.baseline(*meta).shape)
 
 
-def step(fn, args, dy) -> tuple:
+def step(fn, args, dy, spec=None) -> tuple:
     """One whole step: fn's forward on `args` (from step_leaves), then the gradients of its floating
-    inputs for the output gradient dy."""
-    return torch.autograd.grad(fn(*args), _differentiable(args), dy)
+    inputs for the output gradient dy. With `spec`, fn is the student's: its output must come from an
+    autograd.Function."""
+    y = fn(*args)
+    if spec is not None:
+        from_a_function(spec, y, "the output of a timed step")
+    return torch.autograd.grad(y, _differentiable(args), dy)
 
 
 def baseline_call(spec, args, dy=None):
@@ -585,7 +594,7 @@ def student_call(spec, fn, args, shape, dtype, gen, record) -> timing.Fresh:
         stream = torch.cuda.current_stream() if on_gpu else None
         if spec.times_step:
             with no_saved_tensor_hooks(spec):
-                out = step(fn, *state["step"])
+                out = step(fn, *state["step"], spec)
         elif spec.backward:
             y, leaves, dy = state["graph"]
             with no_saved_tensor_hooks(spec):
@@ -645,7 +654,7 @@ def step_memory(spec, fn, args, dy, student: bool = True) -> int:
     if student:
         with stderr_to_stdout(), no_saved_tensor_hooks(spec), \
                 watch(poison=False, also_allowed=spec.also_allowed, tune_briefly=False, memory=True) as record:
-            grads = step(fn, args, dy)
+            grads = step(fn, args, dy, spec)
         refuse(spec, record, "your function", "in the step whose memory is measured")
         kept = record.kept_bytes(args)
     else:

@@ -34,9 +34,9 @@ from grader import exercises, shared_tensors
 from grader.compare import CheckFailed
 from grader.quiet import stderr_to_stdout
 from grader.student.checks import compile_ahead as checks_compile_ahead
-from grader.student.checks import (_as_tuple, _plain, _student_grads, _student_graph, judged_outputs,
-                                   no_saved_tensor_hooks, refuse, run_student, step, step_leaves, step_memory,
-                                   where_it_raised)
+from grader.student.checks import (_as_tuple, _plain, _student_grads, _student_graph, from_a_function,
+                                   judged_outputs, no_saved_tensor_hooks, refuse, run_student, step, step_leaves,
+                                   step_memory, where_it_raised)
 from grader.student import integrity
 from grader.student.guard import foreign_gpu_work, watch
 
@@ -201,7 +201,7 @@ def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list, comp
         if spec.times_step:   # a whole step: the set's last tensor is the output's gradient
             *inputs, dy = args
             with no_saved_tensor_hooks(spec):
-                out = _plain(spec, step(fn, step_leaves(inputs), dy), "a timed step")
+                out = _plain(spec, step(fn, step_leaves(inputs), dy, spec), "a timed step")
         elif graph is None:
             out = _plain(spec, _as_tuple(fn(*args)), "a timed call")
         else:
@@ -229,10 +229,7 @@ def _forward_graph(spec, fn, args, on_gpu: bool, launched: Counter, compiled: di
     leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
               for a in inputs]
     (y,) = _one_call(spec, fn, leaves, on_gpu, launched, [], compiled)
-    if not isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction):
-        raise CheckFailed(f"{spec.title}: the output of a timed call does not come from a torch.autograd.Function "
-                          f"(its grad_fn is {type(y.grad_fn).__name__}). Return YourFunction.apply(...) so that "
-                          f"autograd calls your backward.")
+    from_a_function(spec, y, "the output of a timed call")
     return y, [a for a in leaves if isinstance(a, torch.Tensor) and a.is_floating_point()], dy
 
 
