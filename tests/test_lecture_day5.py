@@ -306,3 +306,43 @@ def test_rope_as_an_autograd_function_rotates_the_gradient_back():
     torch.testing.assert_close(dx.double(), want, atol=2e-6, rtol=1e-5)
     with pytest.raises(ValueError, match="power of two"):
         L.rope(torch.zeros(1, 4, 12))
+
+
+# -- lecture 06: saved tensors and recomputation ---------------------------------------------------------
+
+def test_saved_tensors_lists_each_storage_once_and_leaves_out_the_excluded():
+    a = torch.randn(10, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(10, dtype=torch.float64, requires_grad=True)
+    out, saved = L.saved_tensors(lambda: (a * b).exp())
+    assert [s[2] for s in saved] == [80, 80, 80]          # a and b by the product, exp's output by exp
+    torch.testing.assert_close(out, (a * b).exp())
+    _, saved = L.saved_tensors(lambda: (a * b).exp(), exclude=[a])
+    assert [s[2] for s in saved] == [80, 80]
+    _, saved = L.saved_tensors(lambda: a.view(2, 5)[0] * a.view(2, 5)[1])   # two views of one storage
+    assert [s[2] for s in saved] == [80]
+
+
+def test_recomputation_keeps_the_gradients_and_saves_less():
+    gen = torch.Generator(device=DEVICE.torch_device).manual_seed(0)
+    b, n, d, f = 1, 16, 128, 192
+    layers = [tuple(w.double().requires_grad_() for w in layer)
+              for layer in L.block_layers(3, d, f, torch.float32, DEVICE.torch_device, gen)]
+    weights = [w for layer in layers for w in layer]
+    x = torch.randn(b, n, d, generator=gen, device=DEVICE.torch_device, dtype=torch.float64, requires_grad=True)
+    dy = torch.randn(b, n, d, generator=gen, device=DEVICE.torch_device, dtype=torch.float64)
+    counts, grads = {}, {}
+    for how in L.RECOMPUTE:
+        out, saved = L.saved_tensors(lambda: L.block_stack(x, layers, how), exclude=[x, *weights])
+        counts[how] = sum(s[2] for s in saved) // 8 // n         # float64 numbers per token, all blocks
+        grads[how] = torch.autograd.grad(out, [x, *weights], dy)
+    heads = d // 64
+    if not DEVICE.is_gpu:   # (on a GPU, fused RMSNorm and SDPA kernels save other things)
+        # three blocks: every block's input but the first, and per block 9d + 4f + 2 + heads (lecture 06)
+        assert counts["none"] == 2 * d + 3 * (9 * d + 4 * f + 2 + heads)
+    assert counts["swiglu"] == counts["none"] - 3 * 2 * f
+    assert counts["block"] == 2 * d
+    for how in ("swiglu", "block"):
+        for g, r in zip(grads[how], grads["none"]):
+            torch.testing.assert_close(g, r, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="recompute"):
+        L.block_stack(x, layers, "some")

@@ -141,14 +141,27 @@ def transformer_block_reference(x, norm1, wqkv, wo, norm2, w1, w3, w2, attend=No
     """
     precise = dtype or (torch.float64 if x.device.type == "cpu" else torch.float32)
     x, norm1, wqkv, wo, norm2, w1, w3, w2 = (t.to(precise) for t in (x, norm1, wqkv, wo, norm2, w1, w3, w2))
+    x = attention_sublayer(x, norm1, wqkv, wo, attend or attention_reference)
+    return mlp_sublayer(x, norm2, w1, w3, w2)
+
+
+def attention_sublayer(x, norm1, wqkv, wo, attend):
+    """x + Attn(RMSNorm(x)): causal attention (`attend(q, k, v, causal)`) over 64-dim heads."""
     b, n, d = x.shape
-    heads = d // HEAD_DIM
     h = F.rms_norm(x, (d,), norm1, eps=1e-6)
-    q, k, v = (h @ wqkv).view(b, n, 3, heads, HEAD_DIM).permute(2, 0, 3, 1, 4)
-    a = (attend or attention_reference)(q, k, v, True)
-    x = x + a.transpose(1, 2).reshape(b, n, d) @ wo
-    h = F.rms_norm(x, (d,), norm2, eps=1e-6)
-    return x + (F.silu(h @ w1) * (h @ w3)) @ w2
+    q, k, v = (h @ wqkv).view(b, n, 3, d // HEAD_DIM, HEAD_DIM).permute(2, 0, 3, 1, 4)
+    a = attend(q, k, v, True)
+    return x + a.transpose(1, 2).reshape(b, n, d) @ wo
+
+
+def mlp_sublayer(x, norm2, w1, w3, w2, down=None):
+    """x + SwiGLU-MLP(RMSNorm(x)); `down(a, b, w2)` replaces (silu(a) * b) @ w2."""
+    h = F.rms_norm(x, (x.shape[-1],), norm2, eps=1e-6)
+    return x + (down or swiglu_down)(h @ w1, h @ w3, w2)
+
+
+def swiglu_down(a, b, w2):
+    return (F.silu(a) * b) @ w2
 
 
 def _block_eager(*args):

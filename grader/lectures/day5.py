@@ -1,7 +1,8 @@
 """Day 5 lecture helpers, one section per lecture: sums across programs (column sums of a matrix, the
 shape of a weight's gradient) by atomics, in two stages or in one pass, and the order of float additions
 (01); dropout from a seed (02); the FlashAttention backward (03); linear + cross-entropy in chunks and
-peak memory (04); rotary position embeddings (05).
+peak memory (04); rotary position embeddings (05); what autograd keeps for the backward pass, and
+recomputing it instead (06).
 
 The kernels here are the lecture's subject, kept in one tested place so that the notebook's cells call
 them; `tests/test_lecture_day5.py` checks each against PyTorch in float64.
@@ -601,3 +602,65 @@ class RoPE(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         return rope(dy.contiguous(), ctx.base, inverse=True), None
+
+
+# -- activation memory and recomputation (lecture 06) ------------------------------------------------------
+#
+# Autograd keeps, for each op of the forward pass, the tensors its backward needs ("saved tensors").
+# saved_tensors lists them through autograd's pack hook; stacks of Day 4 blocks are recomputed with
+# torch.utils.checkpoint: in whole blocks, or only the SwiGLU's elementwise part and down projection.
+
+RECOMPUTE = ("none", "swiglu", "block")
+
+
+def saved_tensors(fn, exclude=()):
+    """(fn(), [(shape, dtype, bytes)] of the tensors autograd keeps for fn's backward pass): each storage
+    once (the bytes are the whole storage's; the shape, of the first tensor saved from it), apart from
+    the storages of the tensors in `exclude` (the inputs and weights, which exist anyway)."""
+    inputs = {a.untyped_storage().data_ptr() for a in exclude}
+    saved = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in inputs:
+            saved.setdefault(storage.data_ptr(), (tuple(t.shape), t.dtype, storage.nbytes()))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return out, list(saved.values())
+
+
+def _checkpointed(fn):
+    from torch.utils.checkpoint import checkpoint
+    return lambda *args: checkpoint(fn, *args, use_reentrant=False)
+
+
+def block_stack(x, layers, recompute: str = "none", attend=None):
+    """x through Day 4's pre-norm blocks, one per tuple of weights in `layers` (norm1, wqkv, wo, norm2, w1,
+    w3, w2), in x's dtype (SDPA for attention unless `attend` says otherwise). `recompute` (RECOMPUTE):
+    "none" keeps every activation; "swiglu" recomputes silu(h W1) * (h W3) and the down projection's
+    input in the backward pass; "block" keeps only each block's input and reruns the whole block."""
+    from grader.exercises.day4 import attention_sublayer, mlp_sublayer, swiglu_down
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {RECOMPUTE}")
+    attend = attend or (lambda q, k, v, causal: torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=causal))
+    down = _checkpointed(swiglu_down) if recompute == "swiglu" else None
+
+    def block(x, norm1, wqkv, wo, norm2, w1, w3, w2):
+        return mlp_sublayer(attention_sublayer(x, norm1, wqkv, wo, attend), norm2, w1, w3, w2, down)
+
+    run = _checkpointed(block) if recompute == "block" else block
+    for weights in layers:
+        x = run(x, *weights)
+    return x
+
+
+def block_layers(n_layers: int, d: int, f: int, dtype, device, gen):
+    """Weights for n_layers Day 4 blocks of width d and MLP width f, scaled so activations stay near 1."""
+    def w(*size, fan_in):
+        return (torch.randn(*size, generator=gen, device=device) / fan_in ** 0.5).to(dtype)
+    return [(torch.ones(d, device=device, dtype=dtype), w(d, 3 * d, fan_in=d), w(d, d, fan_in=d),
+             torch.ones(d, device=device, dtype=dtype), w(d, f, fan_in=d), w(d, f, fan_in=d), w(f, d, fan_in=f))
+            for _ in range(n_layers)]
