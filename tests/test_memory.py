@@ -81,12 +81,12 @@ def test_without_a_memory_target_the_credit_is_times_alone():
 
 
 def test_a_backward_that_only_scales_is_fine_for_a_loss_whose_forward_made_the_gradients():
-    from grader.exercises.day5 import attention_backward
+    from grader.exercises.day2 import rmsnorm_backward   # timed as backward passes alone
     record = type("Record", (), {"overruns": lambda self: None, "forbidden": lambda self: [], "launches": 0,
                                  "side_streams": 0})()
     checks.refuse(SPEC, record, "your backward", "on a case")            # no launch needed
     with pytest.raises(CheckFailed, match="did not launch a Triton kernel"):
-        checks.refuse(attention_backward, record, "your backward", "on a case")
+        checks.refuse(rmsnorm_backward, record, "your backward", "on a case")
     with pytest.raises(CheckFailed, match="did not launch a Triton kernel"):
         checks.refuse(SPEC, record, "your function", "on a case")     # the forward still must
 
@@ -162,3 +162,16 @@ def test_the_checker_refuses_a_step_memory_below_its_gradients_or_not_a_count(re
     with pytest.raises(CheckFailed, match=why):
         checker._memory(SMALL, {"ok": True, "memory": reported}, torch.float32)
     assert bool(flagged) == (why == "less than")
+
+
+def test_the_profiled_call_counts_permitted_library_kernels_as_the_students_and_nothing_else():
+    from collections import Counter
+    from grader.student.guard import foreign_gpu_work
+    ran = [("ce_grad_kernel", 10.0), ("nvjet_tst_192x192_64x4_2x1_v_bz_coopA_TNT", 70.0),
+           ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", 20.0)]
+    launched = Counter({"ce_grad_kernel": 1})
+    assert foreign_gpu_work(ran, launched, SPEC.library_kernels)[1] == 0.0
+    assert foreign_gpu_work(ran, launched)[1] == pytest.approx(0.9)                  # elsewhere: foreign
+    eager = ran + [("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, float>", 25.0)]
+    names, share, allowed = foreign_gpu_work(eager, launched, SPEC.library_kernels)
+    assert names == [eager[-1][0]] and share > allowed                               # the loss in PyTorch

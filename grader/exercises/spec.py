@@ -69,8 +69,9 @@ class KernelExercise:
     # memory_target times the memory of yours, above the inputs (checks.step_memory says what is counted).
     memory_target: float = None
     memory_hint: str = ""          # shown when the memory target is missed: where a lean step's memory goes
-    # GPU kernels of a library the exercise permits (cuBLAS's products, with also_allowed's "mm"), by a
-    # part of their name: the profiled call counts them as the student's own work.
+    # GPU kernels the exercise permits besides the student's (cuBLAS's products, with also_allowed's "mm";
+    # PyTorch's kernels for an allowed elementwise op), by a part of their name: the profiled call counts
+    # them as the student's own work.
     library_kernels: tuple = ()
 
     # () -> the name of the baseline really timed, where it depends on the GPU (SDPA's backends)
