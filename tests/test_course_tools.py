@@ -104,6 +104,14 @@ def test_the_benchmark_table_counts_runs_below_target_and_the_slow_variants_cred
     assert "| 0 of 3 |" in fine and "| 0.50x, 0.00 |" in fine
 
 
+def test_where_memory_is_graded_a_run_that_misses_its_memory_target_counts_below_target():
+    lean, wasteful = _result(2.0), _result(2.0)
+    for r, gib in ((lean, 1.0), (wasteful, 4.0)):
+        r.yours_bytes, r.baseline_bytes, r.memory_target = int(gib * 2**30), 6 * 2**30, 3.0
+    line = benchmark_report.speed_table([("day5.linear_cross_entropy", [lean, wasteful, lean], [])], 3, 0)[-1]
+    assert "| 1 of 3 |" in line and "| 1.000 GiB, 6.000 GiB: 6.00x less (3.00x) |" in line
+
+
 @pytest.mark.skipif(DEVICE.is_gpu, reason="on a GPU bench measures (docs/benchmarks.md)")
 def test_bench_without_a_gpu_says_so_and_measures_nothing(tmp_path, capsys):
     out = tmp_path / "benchmarks.md"

@@ -10,7 +10,8 @@
                                               share K of N of the class (one Slurm/Kubernetes task)
     course-grader report DAY                  grades CSV, per-student HTML feedback, the class's speed table
     course-grader doctor                      check this grading machine and say what to fix
-    course-grader bench [--repeats N]         grade every reference solution's speed N times on this GPU, and a
+    course-grader bench [--repeats N] [--days ...]
+                                              grade every reference solution's speed N times on this GPU, and a
                                               slow variant of each -> docs/benchmarks.md
     course-grader course-run [--days ...]     run every lecture notebook and autograde every day's solutions
                                               (full marks) and untouched exercises (zero), each timed
@@ -79,9 +80,9 @@ def release(selected: list) -> int:
     return 0
 
 
-def bench(repeats: int, slow_repeats: int, out: Path) -> int:
+def bench(repeats: int, slow_repeats: int, out: Path, days=()) -> int:
     from grader.pipeline import benchmark_report
-    return benchmark_report.write_report(repeats, slow_repeats, out)
+    return benchmark_report.write_report(repeats, slow_repeats, out, days=days)
 
 
 def course_run(days: list, lectures: bool, autograde_: bool, out: Path | None, cell_timeout: float) -> int:
@@ -267,6 +268,7 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="time the reference solutions on this GPU")
     p.add_argument("--repeats", type=int, default=10, help="speed gradings of each reference (default 10)")
     p.add_argument("--slow-repeats", type=int, default=3, help="gradings of each slow variant (default 3)")
+    p.add_argument("--days", nargs="*", default=[], help="only these days (default: every day)")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md",
                    help="where to write the report (default docs/benchmarks.md)")
     p = sub.add_parser("course-run", help="run every lecture and autograde every day's solutions and exercises")
@@ -309,7 +311,7 @@ def main(argv=None) -> int:
         return student_edition(args.out)
     if args.command == "course-run":
         return course_run(args.days, args.lectures, args.autograde, args.out, args.cell_timeout)
-    return bench(args.repeats, args.slow_repeats, args.out)
+    return bench(args.repeats, args.slow_repeats, args.out, args.days)
 
 
 if __name__ == "__main__":
