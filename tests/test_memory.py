@@ -175,3 +175,23 @@ def test_the_profiled_call_counts_permitted_library_kernels_as_the_students_and_
     eager = ran + [("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, float>", 25.0)]
     names, share, allowed = foreign_gpu_work(eager, launched, SPEC.library_kernels)
     assert names == [eager[-1][0]] and share > allowed                               # the loss in PyTorch
+
+
+@needs_gpu("peak memory is counted by the CUDA caching allocator")
+def test_on_a_gpu_a_step_that_resets_the_peak_counter_after_a_large_temporary_still_counts_it(tmp_path):
+    solution = _solution(tmp_path)
+    n, d, v, _ = SMALL.speed_shape
+
+    def hides_its_logits(h, w, t):
+        z = torch.mm(h.detach(), w.detach().t())          # all the logits, then gone
+        del z
+        torch.cuda.reset_peak_memory_stats()
+        return solution(h, w, t)
+
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    hidden, _ = checks.measure_memory(SMALL, hides_its_logits, torch.bfloat16, gen)
+    assert hidden >= n * v * 2
+    big = torch.empty(2**26, device="cuda")          # and outside a measured step, a reset resets again
+    del big
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated()

@@ -652,7 +652,7 @@ def step_memory(spec, fn, args, dy, student: bool = True) -> int:
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     if student:
-        with stderr_to_stdout(), no_saved_tensor_hooks(spec), \
+        with stderr_to_stdout(), no_saved_tensor_hooks(spec), _peak_kept(), \
                 watch(poison=False, also_allowed=spec.also_allowed, tune_briefly=False, memory=True) as record:
             grads = step(fn, args, dy, spec)
         refuse(spec, record, "your function", "in the step whose memory is measured")
@@ -663,6 +663,24 @@ def step_memory(spec, fn, args, dy, student: bool = True) -> int:
     peak = torch.cuda.max_memory_allocated() - before
     del grads
     return peak + kept
+
+
+# The bindings every public reset of the CUDA allocator's peak (torch.cuda.reset_peak_memory_stats and
+# its older names) goes through: a step that reset the peak after a large temporary would hide it.
+_PEAK_RESETS = ("_cuda_resetPeakMemoryStats", "_cuda_resetAccumulatedMemoryStats")
+
+
+@contextlib.contextmanager
+def _peak_kept():
+    """While a step's memory is measured, resetting the allocator's counters does nothing."""
+    kept = {name: getattr(torch._C, name) for name in _PEAK_RESETS if hasattr(torch._C, name)}
+    for name in kept:
+        setattr(torch._C, name, lambda *args, **kwargs: None)
+    try:
+        yield
+    finally:
+        for name, original in kept.items():
+            setattr(torch._C, name, original)
 
 
 def measure_memory(spec, fn, dtype, gen) -> tuple:
