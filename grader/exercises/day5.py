@@ -202,8 +202,10 @@ dropout = KernelExercise(
     hidden_gpu_shapes=((8192, 8192, 0.1), (333, 12_289, 0.7), (100, 3000, 0.0)),
     speed_shape=(8192, 8192, 0.1),
     # On an H100 the lecture's kernel (four numbers per Philox call) took 0.104 ms and F.dropout 0.139 ms
-    # (do_bench medians, 1.34x).
-    target=1.15,
+    # (do_bench medians, 1.34x). On an H200, whose F.dropout is faster, the speed grading measured the
+    # reference at 1.15x in each of 3 runs (0.0999 against 0.1154 ms): the target, once 1.15x, is 1.05x so
+    # that the lecture's kernel earns full points on either card.
+    target=1.05,
     gpu_dtypes=lambda dev: (dev.half_dtype, torch.float32),
     bytes_moved=_dropout_bytes,
     speed_hint="one Philox call gives four numbers: tl.rand4x(seed, offsets) for a quarter of the block's "
