@@ -13,6 +13,10 @@ CHEATS = {
     "from importlib.metadata import entry_points": "imports importlib.metadata",
     "import importlib.metadata": "imports importlib.metadata",
     "grader.check = lambda *a, **k: None": "assigns grader.check",
+    # a library class's method with a module as its self (Module.train sets .training on it)
+    "import torch\ntorch.nn.Module.train(torch.cuda)": "calls torch.nn.Module.train, a method of a library class, "
+                                                      "with the module torch.cuda",
+    "import torch\nM = torch.nn.Module\nM.register_buffer(torch, 'x', None)": "with the module torch as its object",
     "import grader\ngrader.student.checks.measure_speed = fake": "assigns grader.student.checks.measure_speed",
     "from grader.student import checks\nchecks.credit = lambda r, t: 1.0": "assigns checks.credit",
     "torch.cuda.Event = MyEvent": "assigns torch.cuda.Event",
@@ -119,6 +123,9 @@ CHEATS = {
 }
 
 HONEST = [
+    # methods through a library class on the notebook's own objects, and a dtype as an argument
+    "import torch\nx = torch.ones(3)\ny = torch.Tensor.add(x, x).to(torch.float16)\nz = torch.Tensor.to(x, torch.float16)",
+    "import torch\nlayer = torch.nn.Linear(2, 2)\ntorch.nn.Module.train(layer, False)",
     "import grader\ngrader.check('day1.vector_add', add)",       # a visible test, copied by the student
     "from __future__ import annotations\nimport math\nx = math.sqrt(2)",
     "class Norm(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = 1",

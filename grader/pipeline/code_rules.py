@@ -824,6 +824,19 @@ EXPLAINED = {
 }
 
 
+def _library_method_on_a_module(node, modules) -> bool:
+    """`torch.nn.Module.train(torch.cuda)`: a method called through a class (a CamelCase name, however it
+    is reached: `M = torch.nn.Module; M.train(...)` too) with a module as its `self`, which the method then
+    changes as if it were an instance (Module.train sets `.training`; others register attributes)."""
+    parts = _chain(node.func).split(".")
+    if not (isinstance(node.func, ast.Attribute) and node.args and len(parts) >= 2 and parts[-2][:1].isupper()):
+        return False
+    arg = _chain(node.args[0]).split(".")
+    root = _root_name(node.args[0])
+    return isinstance(node.args[0], (ast.Name, ast.Attribute)) and root is not None and root.id in modules \
+        and all(part.islower() for part in arg)
+
+
 def _is_triton_load(func, plain) -> bool:
     """`tl.load`, `triton.language.load`, `gl.load`: Triton's load, whose third positional argument is
     `other`, the value of masked-off elements. Only where the chain's root is bound, in the whole
@@ -933,6 +946,9 @@ def _bindings_and_protocols(tree, modules=KNOWN_MODULES, plain=None) -> list:
                 and not _is_triton_load(node.func, plain):  # tl.load(p, m, 0.0)
             problems.append(f"calls {_chain(node.func)} with a third positional argument (allow_pickle, "
                             f"pickle_module: loading code)")
+        if isinstance(node, ast.Call) and _library_method_on_a_module(node, modules):
+            problems.append(f"calls {_chain(node.func)}, a method of a library class, with the module "
+                            f"{_chain(node.args[0])} as its object")
         if isinstance(node, ast.Call) and "library" in _chain(node.func).split("."):
             for arg in node.args:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
