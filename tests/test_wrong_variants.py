@@ -120,6 +120,14 @@ VARIANTS = [
      "day5.linear_cross_entropy",
      {"scale = tl.where(counted, tl.load(scale_ptr), 0.0)": "scale = tl.load(scale_ptr)"},
      ["(dh)", "elements differ", "-100 zeroed"]),
+    ("linear + cross-entropy: the target's logit read after the row became its gradient",
+     "day5/linear_cross_entropy", "day5.linear_cross_entropy",
+     {"    z_t = tl.load(z_row + target, mask=counted, other=0.0).to(tl.float32)   # before the row is overwritten\n"
+      "    tl.store(losses_ptr + row, tl.where(counted, lse - z_t, 0.0))\n": "",
+      "        tl.store(z_row + cols, grad.to(z_ptr.dtype.element_ty), mask=mask)\n":
+      "        tl.store(z_row + cols, grad.to(z_ptr.dtype.element_ty), mask=mask)\n"
+      "    z_t = tl.load(z_row + target, mask=counted, other=0.0).to(tl.float32)\n"
+      "    tl.store(losses_ptr + row, tl.where(counted, lse - z_t, 0.0))\n"}, ["(loss)", "elements differ"]),
     ("linear + cross-entropy: the softmax by PyTorch", "day5/linear_cross_entropy", "day5.linear_cross_entropy",
      {"            ce_grad_kernel[(end - start,)](":
       "            z = torch.log_softmax(z.float(), dim=1).to(z.dtype)\n            ce_grad_kernel[(end - start,)]("},

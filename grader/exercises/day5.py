@@ -49,10 +49,10 @@ attention_backward = KernelExercise(
     gpu_dtypes=lambda dev: (dev.half_dtype,),
     speed_dtype=lambda dev: dev.half_dtype,
     flops=_step_flops,
-    output_names=("dq", "dk", "dv"),
+    output_names=("o", "dq", "dk", "dv"),   # a whole step: the output, then the gradients
     backward=True,
     # dK and dV of the first keys sum over every query row when causal: their size grows with N.
-    atol_scale={"dq": "rms", "dk": "rms", "dv": "rms"},
+    atol_scale={"o": "rms", "dq": "rms", "dk": "rms", "dv": "rms"},
     tolerances={torch.float32: (1e-4, 1e-4), torch.float16: (2e-2, 2e-2), torch.bfloat16: (5e-2, 5e-2)},
     speed_hint="two kernels with no atomics: one program per block of keys keeps K, V and float32 dK, dV in "
                "registers and sweeps the query blocks (BLOCK_M 64, BLOCK_N 128, num_warps 8 for head dim "
@@ -269,7 +269,7 @@ linear_cross_entropy = KernelExercise(
     cpu_dtypes=(torch.float32,),
     gpu_dtypes=lambda dev: (dev.half_dtype,),
     flops=_linear_ce_flops,
-    output_names=("dh", "dW"),
+    output_names=("loss", "dh", "dW"),       # a whole step: the mean loss, then the gradients
     # The gradients of a mean over N rows are about 1/N: atol scales with their largest magnitude.
     atol_scale={"dh": "relative", "dW": "relative"},
     also_allowed=("mm", "addmm", "addmm_", "matmul", "t", "ne", "sum", "clamp", "clamp_min", "reciprocal", "div",

@@ -267,12 +267,15 @@ def _keeps_no_tensor(spec, y, label) -> None:
 
 def expected_gradients(spec, args, gen, dtype) -> tuple:
     """(the exact input gradients, the output gradient fed in) of a backward case: PyTorch's autograd
-    through the reference in float64, dy drawn from the case's generator after its inputs."""
+    through the reference in float64, dy drawn from the case's generator after its inputs. A whole step
+    (spec.times_step) is checked on its output too: (output, *gradients)."""
     ref_leaves = [a.detach().double().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
                   else a for a in args]
     y_ref = spec.reference(*ref_leaves)
     dy = torch.randn(y_ref.shape, generator=gen, device=y_ref.device).to(dtype)
     grads = torch.autograd.grad(y_ref, _differentiable(ref_leaves), dy.double())
+    if spec.times_step:
+        grads = (y_ref.detach(), *grads)
     return tuple(g.to(dtype) for g in grads), dy
 
 
@@ -282,8 +285,14 @@ def _check_backward_case(spec, fn, shape, dtype, dev, gen, seed):
     with no_saved_tensor_hooks(spec):
         expected, dy = expected_gradients(spec, args, gen, dtype)
         y, leaves = _student_graph(spec, fn, args, label)
-        grads = _student_grads(spec, y, leaves, dy, label)
+        grads = step_outputs(spec, y, _student_grads(spec, y, leaves, dy, label))
     _compare_outputs(spec, tuple(grads), expected, dtype, label)
+
+
+def step_outputs(spec, y, grads) -> tuple:
+    """What a backward case hands over: the input gradients, after the output itself for a whole step
+    (spec.times_step: a loss whose value is logged, an attention output used downstream)."""
+    return (y.detach(), *grads) if spec.times_step else tuple(grads)
 
 
 def check(key: str, fn, hidden: bool = False) -> None:
@@ -532,11 +541,12 @@ def output_shape(spec, args) -> tuple:
 def step(fn, args, dy, spec=None) -> tuple:
     """One whole step: fn's forward on `args` (from step_leaves), then the gradients of its floating
     inputs for the output gradient dy. With `spec`, fn is the student's: its output must come from an
-    autograd.Function."""
+    autograd.Function, and the output comes first (step_outputs)."""
     y = fn(*args)
-    if spec is not None:
-        from_a_function(spec, y, "the output of a timed step")
-    return torch.autograd.grad(y, _differentiable(args), dy)
+    if spec is None:
+        return torch.autograd.grad(y, _differentiable(args), dy)
+    from_a_function(spec, y, "the output of a timed step")
+    return step_outputs(spec, y, torch.autograd.grad(y, _differentiable(args), dy))
 
 
 def baseline_call(spec, args, dy=None):

@@ -36,7 +36,7 @@ from grader.quiet import stderr_to_stdout
 from grader.student.checks import compile_ahead as checks_compile_ahead
 from grader.student.checks import (_as_tuple, _plain, _student_grads, _student_graph, from_a_function,
                                    judged_outputs, no_saved_tensor_hooks, refuse, run_student, step, step_leaves,
-                                   step_memory, where_it_raised)
+                                   step_memory, step_outputs, where_it_raised)
 from grader.student import integrity
 from grader.student.guard import foreign_gpu_work, watch
 
@@ -106,7 +106,7 @@ def kernel_case(fn, key: str, shape, dtype_name: str, device: str, seed: int, dy
             dy = torch.randn(tuple(dy_shape), generator=gen, device=device).to(dtype)
             with no_saved_tensor_hooks(spec):
                 y, leaves = _student_graph(spec, fn, args, label)
-                outputs = _student_grads(spec, y, leaves, dy, label)
+                outputs = step_outputs(spec, y, _student_grads(spec, y, leaves, dy, label))
             if timed and spec.memory_target and device == "cuda":
                 # Measured here, in the student's process, under the guard (docs/threat-model.md)
                 del y, leaves
