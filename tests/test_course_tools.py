@@ -108,7 +108,7 @@ def test_where_memory_is_graded_a_run_that_misses_its_memory_target_counts_below
     lean, wasteful = _result(2.0), _result(2.0)
     for r, gib in ((lean, 1.0), (wasteful, 4.0)):
         r.yours_bytes, r.baseline_bytes, r.memory_target = int(gib * 2**30), 6 * 2**30, 3.0
-    line = benchmark_report.speed_table([("day5.linear_cross_entropy", [lean, wasteful, lean], [])], 3, 0)[-1]
+    line = benchmark_report.speed_table([("day5.linear_cross_entropy", [lean, lean, wasteful], [])], 3, 0)[-1]
     assert "| 1 of 3 |" in line and "| 1.000 GiB, 6.000 GiB: 6.00x less (3.00x) |" in line
 
 

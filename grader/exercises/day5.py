@@ -221,7 +221,9 @@ dropout = KernelExercise(
 #
 # A case's shape is (N tokens, hidden size d, vocabulary V, share of ignored targets). Its inputs: h (N, d),
 # the output layer's weight W (V, d), whose logits h W^T are about N(0, 1), and the targets, a share of
-# them -100 (never the first: a batch of padding alone has no mean).
+# them -100 (never the first: a batch of padding alone has no mean). Rows 1 and 2 target the first and
+# the last column. From a share of 0.5 on, the last third of the rows is padding (whole chunks of it) and
+# the logits are 30 times larger (exp without the row's maximum overflows).
 
 IGNORE_INDEX = -100
 
@@ -229,10 +231,13 @@ IGNORE_INDEX = -100
 def _linear_ce_inputs(shape, dtype, device, gen):
     n, d, v, ignored = shape
     h = torch.randn(n, d, generator=gen, device=device).to(dtype)
-    w = (torch.randn(v, d, generator=gen, device=device) / d ** 0.5).to(dtype)
+    w = (torch.randn(v, d, generator=gen, device=device) * ((30 if ignored >= 0.5 else 1) / d ** 0.5)).to(dtype)
     targets = torch.randint(0, v, (n,), generator=gen, device=device)
+    targets[1:3] = torch.tensor([0, v - 1], device=device)[: max(0, min(2, n - 1))]
     drop = torch.rand(n, generator=gen, device=device) < ignored
-    drop[0] = False
+    if ignored >= 0.5:
+        drop[n - n // 3:] = True
+    drop[:3] = False
     return h, w, targets.masked_fill(drop, IGNORE_INDEX)
 
 
@@ -257,7 +262,7 @@ linear_cross_entropy = KernelExercise(
     cpu_shapes=((1, 8, 77, 0.0), (37, 32, 1000, 0.2), (64, 16, 300, 0.5)),
     gpu_shapes=((1, 64, 1000, 0.0), (300, 128, 5003, 0.2), (2000, 512, 32_000, 0.1)),
     hidden_cpu_shapes=((50, 24, 515, 0.1), (3, 8, 2049, 0.6)),
-    hidden_gpu_shapes=((4097, 1024, 50_257, 0.05), (1500, 256, 3001, 0.9)),
+    hidden_gpu_shapes=((4097, 1024, 50_257, 0.05), (1500, 256, 3001, 0.9), (3000, 128, 1000, 0.5)),
     speed_shape=(8192, 4096, 128_256, 0.1),
     # On an H200 (torch 2.11, triton 3.6) lecture 04's chunks (C = 1024, the weight's gradient summed in
     # bf16) took 42.8 ms and 1.29 GiB above the inputs, eager 42.2 ms and 5.87 GiB: 0.99x in time, 4.5x
@@ -272,8 +277,9 @@ linear_cross_entropy = KernelExercise(
     output_names=("loss", "dh", "dW"),       # a whole step: the mean loss, then the gradients
     # The gradients of a mean over N rows are about 1/N: atol scales with their largest magnitude.
     atol_scale={"dh": "relative", "dW": "relative"},
-    also_allowed=("mm", "addmm", "addmm_", "matmul", "t", "ne", "sum", "clamp", "clamp_min", "reciprocal", "div",
-                  "mul", "mul_", "add_", "zeros", "zero_", "fill_", "copy_", "_to_copy", "to"),
+    also_allowed=("mm", "addmm", "addmm_", "matmul", "t", "ne", "ge", "eq", "equal", "count_nonzero", "sum",
+                  "clamp", "clamp_min", "reciprocal", "div", "mul", "mul_", "add", "add_", "zeros", "zero_", "fill_",
+                  "copy_", "_to_copy", "to"),
     # cuBLAS's products, and the adds and scalings of a float32 sum of dW (lecture 04's default: up to a
     # fifth of its time at C = 1024), which are not the softmax or the loss
     library_kernels=("gemm", "nvjet", "cutlass", "xmma", "splitKreduce", "CUDAFunctor_add", "MulFunctor"),
