@@ -106,7 +106,9 @@ def test_two_workers_grade_a_class_into_a_postgresql_gradebook(postgres, course_
             submit(course_copy, student, DAY, name, make(DAY, name))
 
     runs = batch.autograde_day(course_copy, DAY, timeout_s=120, workers=2, log=lambda *a: None)
-    assert [r.status for r in runs if r.status != "not submitted"] == ["graded"] * 6
+    # (seen once in CI with both cores busy: one notebook "failed"; the reason says why if it comes back)
+    assert [r.status for r in runs if r.status != "not submitted"] == ["graded"] * 6, \
+        [(r.status, r.reason) for r in runs if r.status not in ("graded", "not submitted")]
     assert exported(course_copy) == EXPECTED
     assert not (course_copy / "grading" / "gradebook.db").exists()  # nothing went to a SQLite file
 
