@@ -6,6 +6,7 @@ student a grade; grading the batch again changes nothing.
 """
 import csv
 import os
+import re
 import shutil
 
 import nbformat
@@ -85,6 +86,8 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
     if "day1" in DAYS and (not ONLY or {"d1_spins", "d1_crashes"} <= ONLY):
         spun = status[("d1_spins", "vector_add")]
         assert spun.status == "timed out" and "scored 0" in spun.reason, (spun.status, spun.seconds, spun.reason)
+        # ... told where it stood: the cell that launched the kernel, by number and first line
+        assert re.search(r"in cell 7 \('x = torch.randn", spun.reason), spun.reason
         # ... and its student still gets feedback, which nbgrader has none for: what happened, what to check
         failure_feedback.write(Course.of(course_copy), "day1")
         page = (course_copy / "grading" / "feedback" / "d1_spins" / "day1" / "vector_add.html").read_text()

@@ -198,6 +198,16 @@ def is_ready(started: Started) -> bool:
     return started.go is None or ready_file(started.go).exists() or started.proc.poll() is not None
 
 
+def where_it_stood(log: str) -> str:
+    """Where a notebook killed at its time limit stood, from the cells its nbgrader logged as started
+    (nbgrader_process.mark_cells): the last one, or none if no cell ever ran."""
+    cells = [line[len(sandbox.RUNNING_CELL):].strip() for line in log.splitlines()
+             if line.startswith(sandbox.RUNNING_CELL)]
+    if cells:
+        return f"in cell {cells[-1]} (an endless loop or a hung kernel?)"
+    return "before its first cell ran (its kernel did not start or did not answer)"
+
+
 def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhile=lambda: None) -> Run:
     """Give a started notebook its turn and wait for it, killed past timeout_s (counted from its turn).
     `meanwhile` is called about every WAIT_POLL_S while it runs."""
@@ -227,8 +237,7 @@ def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhil
                 sandbox.reclaim(course.autograded / student / day)
         log = read_log(out)
     if timed_out:
-        status, reason = "timed out", (f"still running after {timeout_s:.0f} s (an endless loop or a hung "
-                                       f"kernel?): scored 0")
+        status, reason = "timed out", f"still running after {timeout_s:.0f} s {where_it_stood(log)}: scored 0"
     else:
         status, reason = "graded", flags_in(log)
         if proc.returncode != 0 or "[AutogradeApp | ERROR]" in log:

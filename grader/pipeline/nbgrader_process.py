@@ -140,10 +140,37 @@ def cap_outputs(limit_mb: float) -> None:
     NotebookClient.process_message = capped_process_message
 
 
+def cell_name(cell, cell_index: int) -> str:
+    """How the batch names a cell to its student: its number as the notebook shows it (from 1) and its
+    nbgrader id, else the start of its first line."""
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    first = (str(cell.get("source", "")).strip().splitlines() or [""])[0]
+    return f"{cell_index + 1} ({grade_id or first[:60]!r})"
+
+
+def mark_cells() -> None:
+    """Log sandbox.RUNNING_CELL and the cell's name as each cell starts, to this process's standard error
+    (the batch's log of this notebook): a notebook killed at its time limit is told where it stood, and
+    one killed before any such line never got a kernel that answered."""
+    from nbclient import NotebookClient
+    if getattr(NotebookClient.async_execute_cell, "marked", False):
+        return
+    execute_cell = NotebookClient.async_execute_cell
+
+    async def marked_execute_cell(self, cell, cell_index, *args, **kwargs):
+        if cell.get("cell_type") == "code":
+            print(f"{sandbox.RUNNING_CELL} {cell_name(cell, cell_index)}", file=sys.stderr, flush=True)
+        return await execute_cell(self, cell, cell_index, *args, **kwargs)
+
+    marked_execute_cell.marked = True
+    NotebookClient.async_execute_cell = marked_execute_cell
+
+
 def main() -> None:
     status = 1
     try:
         limit_memory()
+        mark_cells()
         cap_outputs(float(os.environ.get(sandbox.OUTPUT_ENV) or sandbox.OUTPUT_LIMIT_MB))
         from nbgrader.apps.nbgraderapp import main as nbgrader_main
         sys.argv[0] = "nbgrader"

@@ -72,6 +72,9 @@ NBGRADER_MEMORY_ENV = "GRADER_NBGRADER_MEMORY_GIB"
 OUTPUT_ENV = "GRADER_OUTPUT_LIMIT_MB"
 OUTPUT_LIMIT_MB = 10
 OUTPUT_CAPPED = "grading: output capped"
+# What nbgrader's process logs as each cell starts (nbgrader_process.mark_cells), followed by the cell's
+# number and name: a notebook killed at its time limit is told which cell was still running.
+RUNNING_CELL = "grading: running cell"
 # What a failed nbgrader says in its log when it had come close to its memory limit (nbgrader_process).
 OUT_OF_MEMORY = "grading: nbgrader ran out of memory"
 # The largest file a kernel may write (RLIMIT_FSIZE), in GiB: a write past it fails with "File too large"
