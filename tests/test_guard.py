@@ -457,3 +457,72 @@ def test_an_unmasked_store_past_the_end_of_the_output_fails_the_check():
     x, y = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
     with pytest.raises(CheckFailed, match="past the end of a tensor your function allocated"):
         run_student(exercises.get("day1.vector_add"), add_unmasked, (x, y), "a test case")
+
+
+# What Day 5's linear + cross-entropy permits: cuBLAS's products, counts, sums and scalings.
+PRODUCTS_AND_SUMS = ("mm", "addmm", "addmm_", "t", "ne", "ge", "sum", "clamp", "clamp_min", "reciprocal", "div",
+                     "mul", "mul_", "add", "add_", "zeros", "zero_", "fill_", "copy_", "_to_copy")
+
+
+def _made_from_products(work):
+    """What the guard says of `work(h, w, t)` where only linear maps of the products are permitted."""
+    h, w = torch.randn(6, 4, device=DEVICE.torch_device), torch.randn(9, 4, device=DEVICE.torch_device)
+    t = torch.tensor([0, 8, -100, 3, 4, 5], device=DEVICE.torch_device)
+    with watch(also_allowed=PRODUCTS_AND_SUMS, linear_after_products=True, inputs=(h, w, t)) as record:
+        work(h, w, t)
+    return record.forbidden()
+
+
+def _honest_chunked_step(h, w, t):
+    # lecture 04's shape of a step: a count, the chunk's logits, a kernel over them, then products and sums
+    count = (t != -100).sum().clamp(min=1).to(torch.float32)
+    grad_w = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
+    losses = torch.zeros(h.shape[0], device=h.device)
+    for start in (0, 3):
+        z = torch.mm(h[start:start + 3], w.t())
+        z = kernels.add(z, torch.zeros_like(z))                 # the kernel: the logits' gradient, in place
+        losses[start:start + 3].copy_(kernels.add(z[:, 0].contiguous(), torch.ones(3)))
+        kernels.add(count.reshape(1), z[0, :1])                 # the count, passed with the logits
+        kernels.add(t[start:start + 3], z[0, :3].contiguous())   # the targets (an input) too
+        (t[start:start + 3] != -100).sum()
+        grad_h = torch.mm(z, w)
+        grad_w.add_(torch.mm(z.t(), h[start:start + 3]))        # a float32 sum of dW
+        grad_h.mul_(count.reciprocal())                          # a count passed to a kernel, then its reciprocal
+    (losses.sum() / count).mul(2.0), grad_w.to(torch.float16) * torch.tensor(0.5, device=w.device)
+
+
+@pytest.mark.parametrize("work, what", [
+    (lambda h, w, t: torch.mm(h, w.t()).mul(torch.mm(h, w.t())), "aten.mul of two tensors made from matrix products"),
+    (lambda h, w, t: torch.mm(h, w.t()).ge(0).sum(), "aten.ge on values made from a matrix product"),
+    (lambda h, w, t: torch.mm(h, w.t())[:, :2].clone().clamp_min(0.0), "aten.clamp_min on values made"),
+    (lambda h, w, t: (lambda z: torch.mm(z, z.t()))(torch.mm(h, w.t())), "aten.mm of two tensors made from"),
+    (lambda h, w, t: torch.mm(h, w.t()).view(torch.int32).add_(1), "aten.view as another dtype"),
+    (lambda h, w, t: torch.mm(h, w.t()).to(torch.int32), "aten._to_copy to torch.int32"),
+    (lambda h, w, t: torch.ones(6, 9).div(torch.mm(h, w.t())), "aten.div by values made from a matrix product"),
+    # a copy by a kernel, or into memory allocated earlier, is still the logits
+    (lambda h, w, t: kernels.add(torch.mm(h, w.t()), torch.zeros(6, 9)).reciprocal(), "aten.reciprocal on values"),
+    (lambda h, w, t: torch.zeros(6, 9).copy_(torch.mm(h, w.t())).clamp(-1.0, 1.0), "aten.clamp on values made"),
+], ids=["square", "step function", "copy then clamp", "product of logits", "bits as int",
+        "cast to int", "reciprocal by div", "kernel copy", "copy_ into a buffer"])
+@pytest.mark.skipif(DEVICE.is_gpu, reason="the cases are built on the CPU")
+def test_only_linear_maps_of_products_are_pytorch_s_where_an_exercise_says_so(work, what):
+    forbidden = _made_from_products(work)
+    assert any(what in f for f in forbidden), forbidden
+
+
+def test_an_honest_chunked_step_does_only_linear_maps_of_products():
+    assert _made_from_products(_honest_chunked_step) == []
+
+
+def test_memory_allocated_again_is_not_taken_for_the_products_it_held():
+    # the caching allocator (and malloc) hand freed memory out again: what it holds now is new
+    def reuse(h, w, t):
+        for _ in range(20):
+            z = torch.mm(h, w.t())
+            del z
+            fresh = torch.ones(6, 9)
+            fresh.clamp_min(0.5)
+    assert _made_from_products(reuse) == []
+    with watch(also_allowed=PRODUCTS_AND_SUMS) as record:   # the rule applies only where asked for
+        torch.mm(torch.ones(2, 2), torch.ones(2, 2)).clamp_min(0.0)
+    assert record.forbidden() == []

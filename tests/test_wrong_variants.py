@@ -132,6 +132,18 @@ VARIANTS = [
      {"            ce_grad_kernel[(end - start,)](":
       "            z = torch.log_softmax(z.float(), dim=1).to(z.dtype)\n            ce_grad_kernel[(end - start,)]("},
      ["computed with PyTorch", "aten._log_softmax"]),
+    # exp by repeated squaring of (1 + z/1024), in PyTorch's permitted `mul`, beside the kernel (red team)
+    ("linear + cross-entropy: PyTorch squares the logits", "day5/linear_cross_entropy", "day5.linear_cross_entropy",
+     {"            ce_grad_kernel[(end - start,)](":
+      "            e = 1 + z / 1024\n            for _ in range(10):\n                e = e * e\n"
+      "            ce_grad_kernel[(end - start,)]("},
+     ["computed with PyTorch", "aten.mul of two tensors made from matrix products"]),
+    # ... or in the backward pass, on the logits of the last chunk kept from the forward
+    ("linear + cross-entropy: the backward clamps kept logits", "day5/linear_cross_entropy",
+     "day5.linear_cross_entropy",
+     {"            del z   # else": "            ctx.z = z\n            del z   # else",
+      "        ctx.grads = None\n": "        ctx.grads = None\n        ctx.z.clamp_min(0.0)\n"},
+     ["your backward computed with PyTorch", "aten.clamp_min on values made from a matrix product"]),
     ("bias + GELU: bias of the row instead of the column", "day1/bias_gelu", "day1.bias_gelu",
      {"b_ptr + offsets % n_cols": "b_ptr + (offsets // n_cols) % n_cols"}, ["elements differ", "offset % n_cols"]),
     ("vector add: grid rounded down", "day1/vector_add", "day1.vector_add",

@@ -283,8 +283,10 @@ linear_cross_entropy = KernelExercise(
     also_allowed=("mm", "addmm", "addmm_", "matmul", "t", "ne", "ge", "eq", "equal", "count_nonzero", "sum",
                   "clamp", "clamp_min", "reciprocal", "div", "mul", "mul_", "add", "add_", "zeros", "zero_", "fill_",
                   "copy_", "_to_copy", "to"),
-    # cuBLAS's products, and the adds and scalings of a float32 sum of dW (lecture 04's default: up to a
-    # fifth of its time at C = 1024), which are not the softmax or the loss
+    # cuBLAS's products, the count and mean, and the adds and scalings of a float32 sum of dW (lecture 04's
+    # default: up to a fifth of its time at C = 1024); on the logits and anything made from them only
+    # linear ones: the softmax and the loss are the kernel's
+    linear_after_products=True,
     library_kernels=("gemm", "nvjet", "cutlass", "xmma", "splitKreduce", "CUDAFunctor_add", "MulFunctor"),
     speed_hint="the three products (logits, dh, dW) are the whole cost: leave them to cuBLAS (torch.mm with "
                "out=, addmm_ into the weight's gradient) on chunks of 1024 rows or more, and make your kernel "

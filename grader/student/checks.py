@@ -78,12 +78,19 @@ def where_it_raised(e: BaseException) -> str:
     return "\n".join(lines + traceback.format_exception_only(type(e), e)).rstrip()
 
 
+def watch_student(spec, backward: bool = False, **options):
+    """guard.watch with what the exercise permits: its extra ops, and only linear maps of products where
+    it says so (`backward`: of a forward pass watched just before)."""
+    follow = spec.linear_after_products and ("continue" if backward else True)
+    return watch(also_allowed=spec.also_allowed, linear_after_products=follow, **options)
+
+
 def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None):
     """Call the student's function once under the guard; raise CheckFailed with a reason if it cheats.
     (`tune_briefly`: see guard.watch; the case at the timed shape tunes as Triton does, for the timing.)"""
     saved = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     try:
-        with stderr_to_stdout(), watch(also_allowed=spec.also_allowed, tune_briefly=tune_briefly) as record:
+        with stderr_to_stdout(), watch_student(spec, inputs=args, tune_briefly=tune_briefly) as record:
             got = fn(*args)
         if _device.current().is_gpu:
             torch.cuda.synchronize()
@@ -215,7 +222,7 @@ def from_a_function(spec, y, what: str):
 def _student_grads(spec, y, leaves, dy, label):
     """Backpropagate dy through the student's graph under the guard; return the input gradients."""
     try:
-        with stderr_to_stdout(), watch(also_allowed=spec.also_allowed) as record:
+        with stderr_to_stdout(), watch_student(spec, backward=True, inputs=(leaves, dy)) as record:
             grads = torch.autograd.grad(y, leaves, dy, allow_unused=True, retain_graph=True)
     except Exception as e:
         raise CheckFailed(f"{spec.title}: your backward raised on {label}:\n{where_it_raised(e)}") from None
@@ -663,7 +670,7 @@ def step_memory(spec, fn, args, dy, student: bool = True) -> int:
     torch.cuda.reset_peak_memory_stats()
     if student:
         with stderr_to_stdout(), no_saved_tensor_hooks(spec), _peak_kept(), \
-                watch(poison=False, also_allowed=spec.also_allowed, tune_briefly=False, memory=True) as record:
+                watch_student(spec, inputs=(args, dy), poison=False, tune_briefly=False, memory=True) as record:
             grads = step(fn, args, dy, spec)
         refuse(spec, record, "your function", "in the step whose memory is measured")
         kept = record.kept_bytes(args)

@@ -33,6 +33,19 @@ view_as_complex _reshape_alias unfold
 promote_types result_type
 """.split())   # (the last two compute a dtype, not values)
 
+# Matrix products, with the positions of their two factors. An exercise that permits them (cuBLAS's
+# work) may also say that PyTorch takes only linear maps of their outputs (spec.linear_after_products):
+# sums, scalings by a tensor that is not itself made from a product, additions, float casts, copies and
+# views. Any other op on such values (a comparison, a clamp, a square, a reciprocal, an integer cast or
+# a reinterpreting view) is the nonlinear work of a softmax or a loss done in PyTorch: a notebook had
+# computed exp by repeated squaring with `mul` beside a token kernel.
+PRODUCT_OPS = {"mm": (0, 1), "matmul": (0, 1), "bmm": (0, 1), "mv": (0, 1), "dot": (0, 1), "addmm": (1, 2),
+               "addmm_": (1, 2), "baddbmm": (1, 2), "baddbmm_": (1, 2), "addbmm": (1, 2), "addmv": (1, 2)}
+LINEAR_OPS = frozenset("""
+add add_ sub sub_ sum mul mul_ div div_ neg neg_ _to_copy copy_ clone contiguous fill_ zero_ set_ resize_
+empty_like zeros_like ones_like full_like new_empty new_zeros new_full new_ones
+""".split())   # (allocations "like" a tensor take its shape, not its values)
+
 # Values read out of tensors into Python or NumPy (`.item()`, `.tolist()`, `.numpy()`, a print): honest
 # code reads a few (a count of non-ignored labels before launching, as Liger-Kernel's cross-entropy does;
 # a debugging `print(out[:4].tolist())`); computing the answer on the host needs the whole tensor. More
@@ -71,6 +84,10 @@ class CallRecord:
     # calls, whose memory checks.step_memory counts as the call's.
     touched: dict | None = None
     made: set = field(default_factory=set)
+    # Whether PyTorch may take only linear maps of what matrix products made (watch(linear_after_products)),
+    # and the addresses of the call's inputs' storages
+    follow_products: bool = False
+    inputs: set = field(default_factory=set)
 
     def note_storages(self, values) -> set:
         """The storages of the tensors among `values` (nested in lists, tuples and dicts), noted as
@@ -134,6 +151,81 @@ class CallRecord:
         return sorted(set(self.torch_ops)) + sorted(set(self.device_moves))
 
 
+def _storage(t: torch.Tensor):
+    return torch._C.TensorBase.untyped_storage(t)   # the method itself, not the guard's wrapper
+
+
+class _FromProducts:
+    """The storages whose values were made from a matrix product during one watched call (and its
+    backward pass, which is watched apart: watch(linear_after_products="continue")), by address and
+    size. Memory that an op of the call allocates again holds new values (`follow` forgets it); what
+    the grader allocates between two calls is not seen, so each call starts afresh."""
+
+    def __init__(self):
+        self.storages = {}
+
+    def has(self, t: torch.Tensor) -> bool:
+        storage = _storage(t)
+        return self.storages.get(storage.data_ptr()) == storage.nbytes()
+
+    def mark(self, t: torch.Tensor) -> None:
+        storage = _storage(t)
+        if storage.device.type != "meta" and storage.nbytes():
+            self.storages[storage.data_ptr()] = storage.nbytes()
+
+    def mark_all_if_any(self, values, inputs: set) -> None:
+        """A Triton launch: if any of its tensors holds such values, whatever it writes may too; not the
+        call's inputs (`inputs`, their storages' addresses), which the grader checks are left unchanged."""
+        tensors = list(_tensors_in(values))
+        if any(self.has(t) for t in tensors):
+            for t in tensors:
+                if _storage(t).data_ptr() not in inputs:
+                    self.mark(t)
+
+    def follow(self, func, name: str, args, kwargs, out) -> str | None:
+        """Note what one ATen op made from products; what it did that only a kernel may, or None. Single
+        numbers made from products (a loss, a count passed to a kernel with the logits) may be used in any
+        way: a softmax done a number at a time would take billions of ops at the GPU's shapes."""
+        inputs, outputs = list(_tensors_in((args, kwargs))), list(_tensors_in(out))
+        made = [t for t in inputs if self.has(t)]
+        many = any(t.numel() > 1 for t in made)
+        if name in PRODUCT_OPS:
+            factors = [args[i] for i in PRODUCT_OPS[name] if i < len(args) and isinstance(args[i], torch.Tensor)]
+            for t in outputs:
+                self.mark(t)
+            if len(factors) == 2 and all(self.has(t) and t.numel() > 1 for t in factors):
+                return f"aten.{name} of two tensors made from matrix products"
+            return None
+        used = {_storage(t).data_ptr() for t in inputs}
+        if not made:
+            for t in outputs:   # new memory: what an earlier storage there held is gone
+                if _storage(t).data_ptr() not in used:
+                    self.storages.pop(_storage(t).data_ptr(), None)
+            return None
+        for t in outputs:
+            self.mark(t)
+        if not many:
+            return None
+        if outputs and all(_storage(t).data_ptr() in used for t in outputs) and not name.endswith("_") \
+                and "out" not in kwargs:   # a view
+            if getattr(func, "_overloadname", "") == "dtype" or name.startswith("view_as_"):
+                return f"aten.{name} as another dtype of values made from a matrix product"
+            return None
+        if name not in LINEAR_OPS:
+            return f"aten.{name} on values made from a matrix product (the logits)"
+        if any(not t.is_floating_point() for t in outputs):
+            return f"aten.{name} to {outputs[0].dtype} of values made from a matrix product"
+        factors = [a for a in args[:2] if isinstance(a, torch.Tensor)]
+        if name.startswith("mul") and len(factors) == 2 and all(self.has(t) and t.numel() > 1 for t in factors):
+            return f"aten.{name} of two tensors made from matrix products"
+        if name.startswith("div") and len(factors) == 2 and self.has(factors[1]) and factors[1].numel() > 1:
+            return f"aten.{name} by values made from a matrix product"
+        return None
+
+
+_from_products = _FromProducts()
+
+
 class _Watcher(TorchDispatchMode):
     def __init__(self, record: CallRecord, poison: bool, allowed: frozenset):
         super().__init__()
@@ -172,7 +264,11 @@ class _Watcher(TorchDispatchMode):
                 torch.device(kwargs["device"]).type != args[0].device.type:
             self.record.device_moves.append(f"copy to {kwargs['device']}")
         elif self.poison and name in POISONED_OPS and isinstance(out, torch.Tensor):
-            out = self.record.guarded(out)
+            out = self.record.guarded(out)   # (memory allocated here, unseen: followed below as the op's)
+        if self.record.follow_products:
+            problem = _from_products.follow(func, name, args, kwargs, out)
+            if problem:
+                self.record.torch_ops.append(problem)
         return out
 
 
@@ -460,6 +556,8 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
         if record.touched is not None:
             record.note_storages((args, kwargs))
+        if record.follow_products:
+            _from_products.mark_all_if_any((args, kwargs), record.inputs)
         if counts and not kwargs.get("warmup", False):
             record.launches += 1
             if type(self).__name__ == "GridExecutor" and len(record.interpreted) < 16:
@@ -722,7 +820,7 @@ def _tensors_in(values):
 
 @contextmanager
 def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: bool | None = None,
-          memory: bool = False):
+          memory: bool = False, linear_after_products: bool | str = False, inputs=()):
     """Run a block under the watcher; yields the CallRecord it fills in.
 
     `also_allowed` names extra ATen ops an exercise permits (e.g. "sum" to add up per-block partials).
@@ -731,9 +829,15 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     `tune_briefly` (by default as `ops`) times an autotuner's candidates for a few milliseconds each
     instead of Triton's default: for checks of correctness, not for calls that are timed.
     `memory` notes the storages the block's ops and launches use (CallRecord.touched).
+    `linear_after_products` permits only linear maps of what matrix products make (PRODUCT_OPS);
+    "continue" for a backward pass, which may use what its forward (the last watch) made. `inputs`: the
+    call's arguments (a kernel may read them with the logits: what it writes is made from them, not they).
     """
     global _active
-    record = CallRecord(touched={} if memory else None)
+    if linear_after_products and linear_after_products != "continue":
+        _from_products.storages.clear()
+    record = CallRecord(touched={} if memory else None, follow_products=bool(linear_after_products),
+                        inputs={_storage(t).data_ptr() for t in _tensors_in(inputs)})
     _note_replaced_operators(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     outer, _active = _active, _Watch(record, watcher, compile_ahead=ops if tune_briefly is None else tune_briefly)

@@ -36,9 +36,9 @@ from grader.quiet import stderr_to_stdout
 from grader.student.checks import compile_ahead as checks_compile_ahead
 from grader.student.checks import (_as_tuple, _plain, _student_grads, _student_graph, from_a_function,
                                    judged_outputs, no_saved_tensor_hooks, refuse, run_student, step, step_leaves,
-                                   step_memory, step_outputs, where_it_raised)
+                                   step_memory, step_outputs, watch_student, where_it_raised)
 from grader.student import integrity
-from grader.student.guard import foreign_gpu_work, watch
+from grader.student.guard import foreign_gpu_work
 
 
 # The index that names the timed shape among a kernel exercise's cases.
@@ -197,7 +197,8 @@ def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list, comp
     for t in args:   # as an in-place write would: a cache that watches version counters misses
         if isinstance(t, torch.Tensor):
             torch.autograd.graph.increment_version(t)
-    with watch(poison=False, also_allowed=spec.also_allowed, tune_briefly=False) as record:
+    with watch_student(spec, backward=graph is not None, inputs=(args, graph), poison=False,
+                       tune_briefly=False) as record:
         if spec.times_step:   # a whole step: the set's last tensor is the output's gradient
             *inputs, dy = args
             with no_saved_tensor_hooks(spec):
