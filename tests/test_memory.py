@@ -80,15 +80,27 @@ def test_without_a_memory_target_the_credit_is_times_alone():
     assert plain.credit == 1.0 and "peak memory" not in plain.report()
 
 
+class _GradientsInForward(torch.autograd.Function):
+    """A loss that computes its gradient in its forward (a kernel), whose backward only scales it."""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.grad = _scale(x, torch.empty_like(x))
+        return _scale(x, torch.empty_like(x)).sum()
+
+    @staticmethod
+    def backward(ctx, dy):
+        return ctx.grad.mul(dy)
+
+
 def test_a_backward_that_only_scales_is_fine_for_a_loss_whose_forward_made_the_gradients():
-    from grader.exercises.day2 import rmsnorm_backward   # timed as backward passes alone
-    record = type("Record", (), {"overruns": lambda self: None, "forbidden": lambda self: [], "launches": 0,
-                                 "side_streams": 0})()
-    checks.refuse(SPEC, record, "your backward", "on a case")            # no launch needed
+    x = torch.randn(100, device=DEVICE.torch_device).requires_grad_()
+    dy = torch.tensor(1.5, device=DEVICE.torch_device)
+    also = dataclasses.replace(SPEC, also_allowed=SPEC.also_allowed + ("mul",))
+    (dx,) = checks._student_grads(also, _GradientsInForward.apply(x), [x], dy, "a case")   # no launch needed
+    assert torch.allclose(dx, 3 * x.detach())   # the kept "gradient" 2x, scaled by 1.5
+    timed_backward_only = dataclasses.replace(also, times_step=False)   # a backward timed alone: it must
     with pytest.raises(CheckFailed, match="did not launch a Triton kernel"):
-        checks.refuse(rmsnorm_backward, record, "your backward", "on a case")
-    with pytest.raises(CheckFailed, match="did not launch a Triton kernel"):
-        checks.refuse(SPEC, record, "your function", "on a case")     # the forward still must
+        checks._student_grads(timed_backward_only, _GradientsInForward.apply(x), [x], dy, "a case")
 
 
 # -- on a GPU: the figures themselves ---------------------------------------------------------------------

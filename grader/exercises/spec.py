@@ -99,6 +99,11 @@ class KernelExercise:
         for name in ("tolerances", "atol_scale"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
+    @property
+    def times_backward_only(self) -> bool:
+        """A timed call is one backward pass, its forward run before the clock starts (not times_step)."""
+        return self.backward and not self.times_step
+
     def timed_baseline_name(self) -> str:
         return self.baseline_label() if self.baseline_label else self.baseline_name
 

@@ -106,10 +106,11 @@ def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None):
     return got
 
 
-def refuse(spec, record, who: str, where: str, *, timed: bool = False) -> None:
+def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches: bool = True) -> None:
     """Raise CheckFailed if what the guard recorded of one call (`who`: "your function", "your backward")
-    breaks a rule: a store outside an output it allocated, PyTorch computing, no Triton launch, work on
-    another stream. The one place that turns a record into a verdict, for checked and timed calls alike."""
+    breaks a rule: a store outside an output it allocated, PyTorch computing, no Triton launch (unless
+    `launches` is False), work on another stream. The one place that turns a record into a verdict, for
+    checked and timed calls alike."""
     overrun = record.overruns()
     if overrun:
         raise CheckFailed(f"{spec.title}: {where} {overrun}")
@@ -117,8 +118,7 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False) -> None:
         raise CheckFailed(f"{spec.title}: {who} computed with PyTorch ({', '.join(record.forbidden())}) "
                           f"{where}. Allocating outputs and taking views is fine; the computation itself "
                           f"must happen in your Triton kernels{', timed or not' if timed else ''}.")
-    # (the backward of a loss whose forward computed the gradients only scales them: spec.times_step)
-    if record.launches == 0 and not (spec.times_step and who == "your backward"):
+    if launches and record.launches == 0:
         raise CheckFailed(f"{spec.title}: {who} launched no Triton kernel {where}. Every call must compute "
                           f"its result: handing back a result kept from an earlier call is not allowed."
                           if timed else f"{spec.title}: {who} did not launch a Triton kernel {where}. Launch "
@@ -226,7 +226,8 @@ def _student_grads(spec, y, leaves, dy, label):
             grads = torch.autograd.grad(y, leaves, dy, allow_unused=True, retain_graph=True)
     except Exception as e:
         raise CheckFailed(f"{spec.title}: your backward raised on {label}:\n{where_it_raised(e)}") from None
-    refuse(spec, record, "your backward", f"on {label}")
+    # (the backward of a loss whose forward computed the gradients only scales them: spec.times_step)
+    refuse(spec, record, "your backward", f"on {label}", launches=not spec.times_step)
     return grads
 
 

@@ -271,7 +271,6 @@ class _Watcher(TorchDispatchMode):
                 self.record.torch_ops.append(problem)
         return out
 
-
     def _custom_op(self, func, args, kwargs):
         """A custom operator: opaque to a dispatch mode, so its name says nothing of what it computes
         (`mylib::clone` may add). One defined in Python (`torch.library.custom_op`, or `triton_op`, the

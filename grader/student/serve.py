@@ -316,7 +316,7 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
             message = clock.receive()
             if message.get("op") == "go":
                 outputs = graphs = None   # the last batch's, which the clock has checked
-                if spec.backward and not spec.times_step:
+                if spec.times_backward_only:
                     # A backward exercise times backward passes only: the forward passes run first, and
                     # have finished on the GPU before the calls queue behind the start signal.
                     with stderr_to_stdout():
@@ -345,7 +345,7 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
                 with gpu_profile() if on_gpu else contextlib.nullcontext([]) as ran:
                     args = sets[message["set"]]
                     graph = _forward_graph(spec, fn, args, on_gpu, launched, compiled) \
-                        if spec.backward and not spec.times_step else None
+                        if spec.times_backward_only else None
                     _one_call(spec, fn, args, on_gpu, launched, [], compiled, graph)
                 clock.send({"op": "profiled"})
             elif message.get("op") == "end":
