@@ -1,4 +1,4 @@
-"""A synthetic class of 37 submissions across the four days: full, partial, blank, broken and cheating.
+"""A synthetic class of 39 submissions across the five days: full, partial, blank, broken and cheating.
 
 `hand_in(folder)` writes them as an LMS download would hold them (names as students and Colab give
 them); `EXPECTED` says what each must score, without a GPU and on one, and why. Built from the
@@ -16,10 +16,11 @@ from classroom import untouched as release
 from conftest import REPO
 
 NOTEBOOKS = {day: sorted(p.stem for p in (REPO / "solutions" / day).glob("*.ipynb"))
-             for day in ("day1", "day2", "day3", "day4")}
+             for day in ("day1", "day2", "day3", "day4", "day5")}
 
 # student -> (day, points without a GPU, points on a GPU, what it stands for). Day 1 is worth 8 of 14
-# without a GPU (the speed cells need one), day 2 11 of 17, day 3 8 of 12, day 4 7 of 12.
+# without a GPU (the speed cells need one), day 2 11 of 17, day 3 8 of 12, day 4 7 of 12; day 5's
+# linear + cross-entropy 4 of 7.
 EXPECTED = {
     "d1_full": ("day1", 8, 14, "everything right"),
     "d1_blank": ("day1", 0, 0, "the untouched release"),
@@ -64,6 +65,9 @@ EXPECTED = {
                      "timed runs checked at random catch it"),
     "d4_full": ("day4", 7, 12, "everything right"),
     "d4_sdpa": ("day4", 0, 0, "attention by F.scaled_dot_product_attention (the block calls it, so it too)"),
+    "d5_lce_only": ("day5", 4, 7, "only linear + cross-entropy handed in, right"),
+    "d5_lce_squares": ("day5", 0, 0, "linear + cross-entropy whose exp is PyTorch's: (1 + z/1024) squared ten "
+                       "times with the permitted mul, beside the kernel (red team)"),
 }
 
 
@@ -395,6 +399,13 @@ def attention(q, k, v, causal=False):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 '''
             give(student, day, "flash_attention", nb, i)
+        elif student == "d5_lce_only":
+            give(student, day, "linear_cross_entropy", filled(day, "linear_cross_entropy"), i)
+        elif student == "d5_lce_squares":
+            give(student, day, "linear_cross_entropy", filled(day, "linear_cross_entropy", {
+                "            ce_grad_kernel[(end - start,)](":
+                "            e = 1 + z / 1024\n            for _ in range(10):\n                e = e * e\n"
+                "            ce_grad_kernel[(end - start,)]("}), i)
         else:  # pragma: no cover - every student above has a branch
             raise AssertionError(student)
     return files
