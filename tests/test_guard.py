@@ -460,15 +460,16 @@ def test_an_unmasked_store_past_the_end_of_the_output_fails_the_check():
 
 
 # What Day 5's linear + cross-entropy permits: cuBLAS's products, counts, sums and scalings.
-PRODUCTS_AND_SUMS = ("mm", "addmm", "addmm_", "t", "ne", "ge", "sum", "clamp", "clamp_min", "reciprocal", "div",
-                     "mul", "mul_", "add", "add_", "zeros", "zero_", "fill_", "copy_", "_to_copy")
+PRODUCTS_AND_SUMS = ("mm", "addmm", "addmm_", "t", "ne", "ge", "eq", "sum", "clamp", "clamp_min", "reciprocal", "div",
+                     "mul", "mul_", "add", "add_", "zeros", "zero_", "fill_", "copy_", "_to_copy", "count_nonzero")
 
 
-def _made_from_products(work):
-    """What the guard says of `work(h, w, t)` where only linear maps of the products are permitted."""
+def _bookkeeping_only(work):
+    """What the guard says of `work(h, w, t)` where PyTorch may apply only linear maps to tensors of more
+    elements than there are rows (6)."""
     h, w = torch.randn(6, 4, device=DEVICE.torch_device), torch.randn(9, 4, device=DEVICE.torch_device)
     t = torch.tensor([0, 8, -100, 3, 4, 5], device=DEVICE.torch_device)
-    with watch(also_allowed=PRODUCTS_AND_SUMS, linear_after_products=True, inputs=(h, w, t)) as record:
+    with watch(also_allowed=PRODUCTS_AND_SUMS, linear_above=6) as record:
         work(h, w, t)
     return record.forbidden()
 
@@ -482,47 +483,43 @@ def _honest_chunked_step(h, w, t):
         z = torch.mm(h[start:start + 3], w.t())
         z = kernels.add(z, torch.zeros_like(z))                 # the kernel: the logits' gradient, in place
         losses[start:start + 3].copy_(kernels.add(z[:, 0].contiguous(), torch.ones(3)))
-        kernels.add(count.reshape(1), z[0, :1])                 # the count, passed with the logits
-        kernels.add(t[start:start + 3], z[0, :3].contiguous())   # the targets (an input) too
-        (t[start:start + 3] != -100).sum()
+        weights = (t[start:start + 3] != -100).to(torch.float32)
+        kernels.add(weights, z[0, :3].contiguous())             # per-row weights, passed with the logits
         grad_h = torch.mm(z, w)
-        grad_w.add_(torch.mm(z.t(), h[start:start + 3]))        # a float32 sum of dW
-        grad_h.mul_(count.reciprocal())                          # a count passed to a kernel, then its reciprocal
+        grad_w.add_(torch.mm(z.t(), h[start:start + 3] * count.reciprocal()))   # a float32 sum of dW, scaled
+        grad_h.mul_(count.reciprocal())
+    torch.count_nonzero(losses * losses.clamp_min(0.0))        # per-row values: anything goes, a few times
     (losses.sum() / count).mul(2.0), grad_w.to(torch.float16) * torch.tensor(0.5, device=w.device)
 
 
+def _column_at_a_time(h, w, t):
+    z = torch.mm(h, w.t())
+    for j in range(z.shape[1]):
+        for _ in range(10):
+            z[:, j].clone().mul(z[:, j])                         # squares of 6 numbers at a time
+
+
 @pytest.mark.parametrize("work, what", [
-    (lambda h, w, t: torch.mm(h, w.t()).mul(torch.mm(h, w.t())), "aten.mul of two tensors made from matrix products"),
-    (lambda h, w, t: torch.mm(h, w.t()).ge(0).sum(), "aten.ge on values made from a matrix product"),
-    (lambda h, w, t: torch.mm(h, w.t())[:, :2].clone().clamp_min(0.0), "aten.clamp_min on values made"),
-    (lambda h, w, t: (lambda z: torch.mm(z, z.t()))(torch.mm(h, w.t())), "aten.mm of two tensors made from"),
+    (lambda h, w, t: torch.mm(h, w.t()).mul(torch.mm(h, w.t())), "aten.mul of two tensors of more than 6 elements"),
+    (lambda h, w, t: torch.mm(h, w.t()).ge(0).sum(), "aten.ge on a tensor of more than 6 elements"),
+    (lambda h, w, t: torch.clamp(torch.mm(h, w.t())[:, :2], min=torch.mm(h, w.t())[:, 2:4]), "aten.clamp on a tensor"),
+    (lambda h, w, t: (h[:, None, :] * w[None]).sum(-1), "aten.mul of two tensors of more than 6"),  # logits, no mm
     (lambda h, w, t: torch.mm(h, w.t()).view(torch.int32).add_(1), "aten.view as another dtype"),
     (lambda h, w, t: torch.mm(h, w.t()).to(torch.int32), "aten._to_copy to torch.int32"),
-    (lambda h, w, t: torch.ones(6, 9).div(torch.mm(h, w.t())), "aten.div by values made from a matrix product"),
-    # a copy by a kernel, or into memory allocated earlier, is still the logits
-    (lambda h, w, t: kernels.add(torch.mm(h, w.t()), torch.zeros(6, 9)).reciprocal(), "aten.reciprocal on values"),
-    (lambda h, w, t: torch.zeros(6, 9).copy_(torch.mm(h, w.t())).clamp(-1.0, 1.0), "aten.clamp on values made"),
-], ids=["square", "step function", "copy then clamp", "product of logits", "bits as int",
-        "cast to int", "reciprocal by div", "kernel copy", "copy_ into a buffer"])
-@pytest.mark.skipif(DEVICE.is_gpu, reason="the cases are built on the CPU")
-def test_only_linear_maps_of_products_are_pytorch_s_where_an_exercise_says_so(work, what):
-    forbidden = _made_from_products(work)
+    (lambda h, w, t: torch.ones(6, 9).div(torch.mm(h, w.t())), "aten.div of two tensors of more than 6"),
+    (lambda h, w, t: torch.ones(1).div(torch.mm(h, w.t())), "aten.div by a tensor of more than 6"),
+    (lambda h, w, t: torch.div(torch.mm(h, w.t()), 0.25, rounding_mode="floor"), "aten.div with rounding"),
+    (lambda h, w, t: kernels.add(torch.mm(h, w.t()), torch.zeros(6, 9)).reciprocal(), "aten.reciprocal on a tensor"),
+    (_column_at_a_time, "more than 88 PyTorch ops other than sums and scalings on tensors of 6 elements or fewer"),
+], ids=["square", "step function", "row maximum by clamp", "logits by broadcasting", "bits as int", "cast to int",
+        "reciprocal by div", "reciprocal by div of a number", "floor", "kernel copy", "a column at a time"])
+def test_only_linear_maps_of_large_tensors_are_pytorch_s_where_an_exercise_says_so(work, what):
+    forbidden = _bookkeeping_only(work)
     assert any(what in f for f in forbidden), forbidden
 
 
-def test_an_honest_chunked_step_does_only_linear_maps_of_products():
-    assert _made_from_products(_honest_chunked_step) == []
-
-
-def test_memory_allocated_again_is_not_taken_for_the_products_it_held():
-    # the caching allocator (and malloc) hand freed memory out again: what it holds now is new
-    def reuse(h, w, t):
-        for _ in range(20):
-            z = torch.mm(h, w.t())
-            del z
-            fresh = torch.ones(6, 9)
-            fresh.clamp_min(0.5)
-    assert _made_from_products(reuse) == []
+def test_an_honest_chunked_step_does_only_linear_maps_of_large_tensors():
+    assert _bookkeeping_only(_honest_chunked_step) == []
     with watch(also_allowed=PRODUCTS_AND_SUMS) as record:   # the rule applies only where asked for
-        torch.mm(torch.ones(2, 2), torch.ones(2, 2)).clamp_min(0.0)
+        torch.mm(torch.ones(20, 20), torch.ones(20, 20)).clamp_min(0.0)
     assert record.forbidden() == []

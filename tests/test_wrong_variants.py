@@ -137,13 +137,22 @@ VARIANTS = [
      {"            ce_grad_kernel[(end - start,)](":
       "            e = 1 + z / 1024\n            for _ in range(10):\n                e = e * e\n"
       "            ce_grad_kernel[(end - start,)]("},
-     ["computed with PyTorch", "aten.mul of two tensors made from matrix products"]),
+     ["computed with PyTorch", "aten.mul of two tensors of more than"]),
     # ... or in the backward pass, on the logits of the last chunk kept from the forward
     ("linear + cross-entropy: the backward clamps kept logits", "day5/linear_cross_entropy",
      "day5.linear_cross_entropy",
      {"            del z   # else": "            ctx.z = z\n            del z   # else",
       "        ctx.grads = None\n": "        ctx.grads = None\n        ctx.z.clamp_min(0.0)\n"},
-     ["your backward computed with PyTorch", "aten.clamp_min on values made from a matrix product"]),
+     ["your backward computed with PyTorch", "aten.clamp_min on a tensor of more than"]),
+    # a placeholder returned by the forward, the loss written into it by the backward (red team)
+    ("linear + cross-entropy: the loss filled in by the backward", "day5/linear_cross_entropy",
+     "day5.linear_cross_entropy",
+     {"        return (losses.sum() * scale[0]).to(h.dtype)":
+      "        ctx.value = (losses.sum() * scale[0]).to(h.dtype)\n"
+      "        placeholder = torch.zeros((), dtype=h.dtype, device=h.device)\n"
+      "        ctx.save_for_backward(placeholder)\n        return placeholder",
+      "        ctx.grads = None\n": "        ctx.grads = None\n        ctx.saved_tensors[0].copy_(ctx.value)\n"},
+     ["(loss)", "elements differ"]),
     ("bias + GELU: bias of the row instead of the column", "day1/bias_gelu", "day1.bias_gelu",
      {"b_ptr + offsets % n_cols": "b_ptr + (offsets // n_cols) % n_cols"}, ["elements differ", "offset % n_cols"]),
     ("vector add: grid rounded down", "day1/vector_add", "day1.vector_add",

@@ -284,9 +284,9 @@ linear_cross_entropy = KernelExercise(
                   "clamp", "clamp_min", "reciprocal", "div", "mul", "mul_", "add", "add_", "zeros", "zero_", "fill_",
                   "copy_", "_to_copy", "to"),
     # cuBLAS's products, the count and mean, and the adds and scalings of a float32 sum of dW (lecture 04's
-    # default: up to a fifth of its time at C = 1024); on the logits and anything made from them only
-    # linear ones: the softmax and the loss are the kernel's
-    linear_after_products=True,
+    # default: up to a fifth of its time at C = 1024); on tensors larger than a row per row (the logits,
+    # the gradients) only linear ones: the softmax and the loss are the kernel's
+    linear_above=lambda h, *rest: h.shape[0],
     library_kernels=("gemm", "nvjet", "cutlass", "xmma", "splitKreduce", "CUDAFunctor_add", "MulFunctor"),
     speed_hint="the three products (logits, dh, dW) are the whole cost: leave them to cuBLAS (torch.mm with "
                "out=, addmm_ into the weight's gradient) on chunks of 1024 rows or more, and make your kernel "

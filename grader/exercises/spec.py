@@ -56,10 +56,11 @@ class KernelExercise:
     speed_hint: str = ""           # shown when a speed check misses its target: what a fast kernel does
     output_names: tuple = ()       # names of the outputs (or of the gradients), for messages
     also_allowed: tuple = ()       # ATen ops the exercise permits besides allocation and views
-    # Where also_allowed permits matrix products: PyTorch may then take only linear maps of their outputs
-    # (sums, scalings, additions, float casts: guard.LINEAR_OPS); the nonlinear work on them (a softmax,
-    # a loss) must be the student's kernels'.
-    linear_after_products: bool = False
+    # (the call's tensors) -> a number of elements, where also_allowed permits elementwise ops for
+    # bookkeeping: on floating tensors larger than this PyTorch may apply only linear maps (sums,
+    # scalings, additions, float casts, products: guard.LINEAR_OPS), and only so many other ops on smaller
+    # ones. The nonlinear work (a softmax, a loss) must be the student's kernels'.
+    linear_above: Callable = None
     backward: bool = False         # check the gradients of fn's output (an autograd.Function)
     # Outputs whose atol scales with the expected values: "max" (their largest magnitude, for sums
     # over many rows), "rms" (their typical size, for dot products of length K), both at least 1, or

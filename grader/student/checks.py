@@ -22,7 +22,7 @@ from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 from grader.quiet import stderr_to_stdout
 from grader.student import gpu_compile, integrity
 from grader.student.bounds import OutOfBounds
-from grader.student.guard import compile_only, interpreted_launches, watch
+from grader.student.guard import _tensors_in, compile_only, interpreted_launches, watch
 
 
 class GPURequired(RuntimeError):
@@ -78,11 +78,11 @@ def where_it_raised(e: BaseException) -> str:
     return "\n".join(lines + traceback.format_exception_only(type(e), e)).rstrip()
 
 
-def watch_student(spec, backward: bool = False, **options):
-    """guard.watch with what the exercise permits: its extra ops, and only linear maps of products where
-    it says so (`backward`: of a forward pass watched just before)."""
-    follow = spec.linear_after_products and ("continue" if backward else True)
-    return watch(also_allowed=spec.also_allowed, linear_after_products=follow, **options)
+def watch_student(spec, inputs, **options):
+    """guard.watch with what the exercise permits on a call with these `inputs` (the forward's, first):
+    its extra ops, and only linear maps of large tensors where it says so (spec.linear_above)."""
+    bound = spec.linear_above(*_tensors_in(inputs)) if spec.linear_above else None
+    return watch(also_allowed=spec.also_allowed, linear_above=bound, **options)
 
 
 def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None):
@@ -90,7 +90,7 @@ def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None):
     (`tune_briefly`: see guard.watch; the case at the timed shape tunes as Triton does, for the timing.)"""
     saved = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     try:
-        with stderr_to_stdout(), watch_student(spec, inputs=args, tune_briefly=tune_briefly) as record:
+        with stderr_to_stdout(), watch_student(spec, args, tune_briefly=tune_briefly) as record:
             got = fn(*args)
         if _device.current().is_gpu:
             torch.cuda.synchronize()
@@ -222,7 +222,7 @@ def from_a_function(spec, y, what: str):
 def _student_grads(spec, y, leaves, dy, label):
     """Backpropagate dy through the student's graph under the guard; return the input gradients."""
     try:
-        with stderr_to_stdout(), watch_student(spec, backward=True, inputs=(leaves, dy)) as record:
+        with stderr_to_stdout(), watch_student(spec, (leaves, dy)) as record:
             grads = torch.autograd.grad(y, leaves, dy, allow_unused=True, retain_graph=True)
     except Exception as e:
         raise CheckFailed(f"{spec.title}: your backward raised on {label}:\n{where_it_raised(e)}") from None
@@ -293,8 +293,14 @@ def _check_backward_case(spec, fn, shape, dtype, dev, gen, seed):
     with no_saved_tensor_hooks(spec):
         expected, dy = expected_gradients(spec, args, gen, dtype)
         y, leaves = _student_graph(spec, fn, args, label)
-        grads = step_outputs(spec, y, _student_grads(spec, y, leaves, dy, label))
+        grads = step_outputs(spec, as_forward_left_it(spec, y), _student_grads(spec, y, leaves, dy, label))
     _compare_outputs(spec, tuple(grads), expected, dtype, label)
+
+
+def as_forward_left_it(spec, y):
+    """For a whole step (spec.times_step), a copy of the output as the forward pass returned it: a
+    backward pass may not fill in the loss later (a red team's forward returned a placeholder)."""
+    return y.detach().clone() if spec.times_step else y
 
 
 def step_outputs(spec, y, grads) -> tuple:
@@ -671,7 +677,7 @@ def step_memory(spec, fn, args, dy, student: bool = True) -> int:
     torch.cuda.reset_peak_memory_stats()
     if student:
         with stderr_to_stdout(), no_saved_tensor_hooks(spec), _peak_kept(), \
-                watch_student(spec, inputs=(args, dy), poison=False, tune_briefly=False, memory=True) as record:
+                watch_student(spec, (args, dy), poison=False, tune_briefly=False, memory=True) as record:
             grads = step(fn, args, dy, spec)
         refuse(spec, record, "your function", "in the step whose memory is measured")
         kept = record.kept_bytes(args)

@@ -33,18 +33,21 @@ view_as_complex _reshape_alias unfold
 promote_types result_type
 """.split())   # (the last two compute a dtype, not values)
 
-# Matrix products, with the positions of their two factors. An exercise that permits them (cuBLAS's
-# work) may also say that PyTorch takes only linear maps of their outputs (spec.linear_after_products):
-# sums, scalings by a tensor that is not itself made from a product, additions, float casts, copies and
-# views. Any other op on such values (a comparison, a clamp, a square, a reciprocal, an integer cast or
-# a reinterpreting view) is the nonlinear work of a softmax or a loss done in PyTorch: a notebook had
-# computed exp by repeated squaring with `mul` beside a token kernel.
-PRODUCT_OPS = {"mm": (0, 1), "matmul": (0, 1), "bmm": (0, 1), "mv": (0, 1), "dot": (0, 1), "addmm": (1, 2),
-               "addmm_": (1, 2), "baddbmm": (1, 2), "baddbmm_": (1, 2), "addbmm": (1, 2), "addmv": (1, 2)}
+# What PyTorch may do with large floating tensors where an exercise permits elementwise ops only for
+# bookkeeping (spec.linear_above: Day 5's linear + cross-entropy permits cuBLAS's products, and `mul`,
+# `add_`, `sum`, ... for the count, the mean and a float32 sum of dW). A red team computed a whole softmax
+# from those ops: exp by repeated squaring (`mul`), the row maximum by a tree of `clamp`s, the log by
+# bisection with `ge`. On a floating tensor with more elements than the exercise's bound (the number of
+# rows), PyTorch may apply only linear maps: these ops and views, and `mul` or `div` with at most one such
+# tensor (a scaling), with floating results. Smaller ones (per-row losses, weights, masks, a count) may
+# be used in any way the exercise permits, but only so many times per call: a softmax done a column or a
+# few rows at a time takes thousands of calls.
 LINEAR_OPS = frozenset("""
 add add_ sub sub_ sum mul mul_ div div_ neg neg_ _to_copy copy_ clone contiguous fill_ zero_ set_ resize_
+mm addmm addmm_ matmul bmm baddbmm baddbmm_ addbmm mv addmv dot
 empty_like zeros_like ones_like full_like new_empty new_zeros new_full new_ones
-""".split())   # (allocations "like" a tensor take its shape, not its values)
+""".split())   # (products are linear in each factor; allocations "like" a tensor take only its shape)
+SMALL_OPS_PER_ROW, SMALL_OPS_FREE = 4, 64   # other ops on smaller tensors: 64 + 4 per row, per call
 
 # Values read out of tensors into Python or NumPy (`.item()`, `.tolist()`, `.numpy()`, a print): honest
 # code reads a few (a count of non-ignored labels before launching, as Liger-Kernel's cross-entropy does;
@@ -84,10 +87,9 @@ class CallRecord:
     # calls, whose memory checks.step_memory counts as the call's.
     touched: dict | None = None
     made: set = field(default_factory=set)
-    # Whether PyTorch may take only linear maps of what matrix products made (watch(linear_after_products)),
-    # and the addresses of the call's inputs' storages
-    follow_products: bool = False
-    inputs: set = field(default_factory=set)
+    # watch(linear_above=): the bound, and how many ops other than linear maps ran on smaller tensors
+    linear_above: int | None = None
+    small_ops: int = 0
 
     def note_storages(self, values) -> set:
         """The storages of the tensors among `values` (nested in lists, tuples and dicts), noted as
@@ -155,75 +157,40 @@ def _storage(t: torch.Tensor):
     return torch._C.TensorBase.untyped_storage(t)   # the method itself, not the guard's wrapper
 
 
-class _FromProducts:
-    """The storages whose values were made from a matrix product during one watched call (and its
-    backward pass, which is watched apart: watch(linear_after_products="continue")), by address and
-    size. Memory that an op of the call allocates again holds new values (`follow` forgets it); what
-    the grader allocates between two calls is not seen, so each call starts afresh."""
+def _elements(n: int) -> str:
+    return f"{n} element{'' if n == 1 else 's'}"
 
-    def __init__(self):
-        self.storages = {}
 
-    def has(self, t: torch.Tensor) -> bool:
-        storage = _storage(t)
-        return self.storages.get(storage.data_ptr()) == storage.nbytes()
+def _is_view(name: str, args, kwargs, out) -> bool:
+    """Whether an op only took a view: its outputs share its inputs' memory, and it wrote nothing."""
+    outputs = list(_tensors_in(out))
+    used = {_storage(t).data_ptr() for t in _tensors_in((args, kwargs))}
+    return bool(outputs) and all(_storage(t).data_ptr() in used for t in outputs) and not name.endswith("_") \
+        and "out" not in kwargs
 
-    def mark(self, t: torch.Tensor) -> None:
-        storage = _storage(t)
-        if storage.device.type != "meta" and storage.nbytes():
-            self.storages[storage.data_ptr()] = storage.nbytes()
 
-    def mark_all_if_any(self, values, inputs: set) -> None:
-        """A Triton launch: if any of its tensors holds such values, whatever it writes may too; not the
-        call's inputs (`inputs`, their storages' addresses), which the grader checks are left unchanged."""
-        tensors = list(_tensors_in(values))
-        if any(self.has(t) for t in tensors):
-            for t in tensors:
-                if _storage(t).data_ptr() not in inputs:
-                    self.mark(t)
-
-    def follow(self, func, name: str, args, kwargs, out) -> str | None:
-        """Note what one ATen op made from products; what it did that only a kernel may, or None. Single
-        numbers made from products (a loss, a count passed to a kernel with the logits) may be used in any
-        way: a softmax done a number at a time would take billions of ops at the GPU's shapes."""
-        inputs, outputs = list(_tensors_in((args, kwargs))), list(_tensors_in(out))
-        made = [t for t in inputs if self.has(t)]
-        many = any(t.numel() > 1 for t in made)
-        if name in PRODUCT_OPS:
-            factors = [args[i] for i in PRODUCT_OPS[name] if i < len(args) and isinstance(args[i], torch.Tensor)]
-            for t in outputs:
-                self.mark(t)
-            if len(factors) == 2 and all(self.has(t) and t.numel() > 1 for t in factors):
-                return f"aten.{name} of two tensors made from matrix products"
-            return None
-        used = {_storage(t).data_ptr() for t in inputs}
-        if not made:
-            for t in outputs:   # new memory: what an earlier storage there held is gone
-                if _storage(t).data_ptr() not in used:
-                    self.storages.pop(_storage(t).data_ptr(), None)
-            return None
-        for t in outputs:
-            self.mark(t)
-        if not many:
-            return None
-        if outputs and all(_storage(t).data_ptr() in used for t in outputs) and not name.endswith("_") \
-                and "out" not in kwargs:   # a view
-            if getattr(func, "_overloadname", "") == "dtype" or name.startswith("view_as_"):
-                return f"aten.{name} as another dtype of values made from a matrix product"
-            return None
-        if name not in LINEAR_OPS:
-            return f"aten.{name} on values made from a matrix product (the logits)"
-        if any(not t.is_floating_point() for t in outputs):
-            return f"aten.{name} to {outputs[0].dtype} of values made from a matrix product"
-        factors = [a for a in args[:2] if isinstance(a, torch.Tensor)]
-        if name.startswith("mul") and len(factors) == 2 and all(self.has(t) and t.numel() > 1 for t in factors):
-            return f"aten.{name} of two tensors made from matrix products"
-        if name.startswith("div") and len(factors) == 2 and self.has(factors[1]) and factors[1].numel() > 1:
-            return f"aten.{name} by values made from a matrix product"
+def _beyond_linear(func, name: str, args, kwargs, out, bound: int) -> str | None:
+    """What an op did to floating tensors of more than `bound` elements that is not a linear map, or None."""
+    if not any(t.is_floating_point() and t.numel() > bound for t in _tensors_in((args, kwargs))):
         return None
-
-
-_from_products = _FromProducts()
+    outputs = list(_tensors_in(out))
+    what = f"on a tensor of more than {_elements(bound)}"
+    if _is_view(name, args, kwargs, out):
+        if getattr(func, "_overloadname", "") == "dtype" or name.startswith("view_as_"):
+            return f"aten.{name} as another dtype {what}"
+        return None
+    if name not in LINEAR_OPS:
+        return f"aten.{name} {what}"
+    if any(not t.is_floating_point() for t in outputs):
+        return f"aten.{name} to {outputs[0].dtype} {what}"
+    factors = [a for a in args[:2] if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() > bound]
+    if name.startswith(("mul", "div")) and len(factors) == 2:
+        return f"aten.{name} of two tensors of more than {_elements(bound)}"
+    if name.startswith("div") and (kwargs.get("rounding_mode") or "Tensor_mode" in str(func) or "Scalar_mode" in str(func)):
+        return f"aten.{name} with rounding {what}"
+    if name.startswith("div") and len(args) > 1 and isinstance(args[1], torch.Tensor) and args[1].numel() > bound:
+        return f"aten.{name} by a tensor of more than {_elements(bound)}"
+    return None
 
 
 class _Watcher(TorchDispatchMode):
@@ -265,11 +232,23 @@ class _Watcher(TorchDispatchMode):
             self.record.device_moves.append(f"copy to {kwargs['device']}")
         elif self.poison and name in POISONED_OPS and isinstance(out, torch.Tensor):
             out = self.record.guarded(out)   # (memory allocated here, unseen: followed below as the op's)
-        if self.record.follow_products:
-            problem = _from_products.follow(func, name, args, kwargs, out)
-            if problem:
-                self.record.torch_ops.append(problem)
+        if self.record.linear_above is not None:
+            self._bookkeeping_only(func, name, args, kwargs, out)
         return out
+
+    def _bookkeeping_only(self, func, name, args, kwargs, out) -> None:
+        """watch(linear_above=bound): only linear maps of large floating tensors, and only so many other
+        ops on smaller ones (LINEAR_OPS)."""
+        bound = self.record.linear_above
+        problem = _beyond_linear(func, name, args, kwargs, out, bound)
+        if problem:
+            self.record.torch_ops.append(problem)
+        elif _beyond_linear(func, name, args, kwargs, out, 1):   # the same, on tensors of a few elements
+            self.record.small_ops += 1
+            if self.record.small_ops == SMALL_OPS_FREE + SMALL_OPS_PER_ROW * bound + 1:   # said once
+                self.record.torch_ops.append(f"more than {self.record.small_ops - 1} PyTorch ops other than sums "
+                                             f"and scalings on tensors of {_elements(bound)} or fewer (a few rows or "
+                                             f"a column at a time)")
 
     def _custom_op(self, func, args, kwargs):
         """A custom operator: opaque to a dispatch mode, so its name says nothing of what it computes
@@ -555,8 +534,6 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
         if record.touched is not None:
             record.note_storages((args, kwargs))
-        if record.follow_products:
-            _from_products.mark_all_if_any((args, kwargs), record.inputs)
         if counts and not kwargs.get("warmup", False):
             record.launches += 1
             if type(self).__name__ == "GridExecutor" and len(record.interpreted) < 16:
@@ -819,7 +796,7 @@ def _tensors_in(values):
 
 @contextmanager
 def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: bool | None = None,
-          memory: bool = False, linear_after_products: bool | str = False, inputs=()):
+          memory: bool = False, linear_above: int | None = None):
     """Run a block under the watcher; yields the CallRecord it fills in.
 
     `also_allowed` names extra ATen ops an exercise permits (e.g. "sum" to add up per-block partials).
@@ -828,15 +805,11 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     `tune_briefly` (by default as `ops`) times an autotuner's candidates for a few milliseconds each
     instead of Triton's default: for checks of correctness, not for calls that are timed.
     `memory` notes the storages the block's ops and launches use (CallRecord.touched).
-    `linear_after_products` permits only linear maps of what matrix products make (PRODUCT_OPS);
-    "continue" for a backward pass, which may use what its forward (the last watch) made. `inputs`: the
-    call's arguments (a kernel may read them with the logits: what it writes is made from them, not they).
+    `linear_above`: PyTorch may apply only linear maps to floating tensors of more elements than this,
+    and only so many other ops to smaller ones (LINEAR_OPS).
     """
     global _active
-    if linear_after_products and linear_after_products != "continue":
-        _from_products.storages.clear()
-    record = CallRecord(touched={} if memory else None, follow_products=bool(linear_after_products),
-                        inputs={_storage(t).data_ptr() for t in _tensors_in(inputs)})
+    record = CallRecord(touched={} if memory else None, linear_above=linear_above)
     _note_replaced_operators(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     outer, _active = _active, _Watch(record, watcher, compile_ahead=ops if tune_briefly is None else tune_briefly)

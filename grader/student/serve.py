@@ -34,9 +34,9 @@ from grader import exercises, shared_tensors
 from grader.compare import CheckFailed
 from grader.quiet import stderr_to_stdout
 from grader.student.checks import compile_ahead as checks_compile_ahead
-from grader.student.checks import (_as_tuple, _plain, _student_grads, _student_graph, from_a_function,
-                                   judged_outputs, no_saved_tensor_hooks, refuse, run_student, step, step_leaves,
-                                   step_memory, step_outputs, watch_student, where_it_raised)
+from grader.student.checks import (_as_tuple, _plain, _student_grads, _student_graph, as_forward_left_it,
+                                   from_a_function, judged_outputs, no_saved_tensor_hooks, refuse, run_student, step,
+                                   step_leaves, step_memory, step_outputs, watch_student, where_it_raised)
 from grader.student import integrity
 from grader.student.guard import foreign_gpu_work
 
@@ -106,7 +106,7 @@ def kernel_case(fn, key: str, shape, dtype_name: str, device: str, seed: int, dy
             dy = torch.randn(tuple(dy_shape), generator=gen, device=device).to(dtype)
             with no_saved_tensor_hooks(spec):
                 y, leaves = _student_graph(spec, fn, args, label)
-                outputs = step_outputs(spec, y, _student_grads(spec, y, leaves, dy, label))
+                outputs = step_outputs(spec, as_forward_left_it(spec, y), _student_grads(spec, y, leaves, dy, label))
             if timed and spec.memory_target and device == "cuda":
                 # Measured here, in the student's process, under the guard (docs/threat-model.md)
                 del y, leaves
@@ -197,8 +197,7 @@ def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list, comp
     for t in args:   # as an in-place write would: a cache that watches version counters misses
         if isinstance(t, torch.Tensor):
             torch.autograd.graph.increment_version(t)
-    with watch_student(spec, backward=graph is not None, inputs=(args, graph), poison=False,
-                       tune_briefly=False) as record:
+    with watch_student(spec, args, poison=False, tune_briefly=False) as record:
         if spec.times_step:   # a whole step: the set's last tensor is the output's gradient
             *inputs, dy = args
             with no_saved_tensor_hooks(spec):
