@@ -52,6 +52,15 @@ def test_every_notebook_is_committed_without_outputs():
             assert cell.cell_type != "code" or not cell.outputs, f"{path} has outputs"
 
 
+def test_every_day_points_to_further_reading():
+    # the GPU MODE lectures and the PMPP book at least, in a day's lectures
+    for day in sorted(p for p in (REPO / "course").iterdir() if p.is_dir() and p.name.startswith("day")):
+        text = "\n".join(c.source for path in sorted(day.glob("*.ipynb"))
+                         for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+        assert "Further reading" in text, f"{day.name} has no further reading"
+        assert "GPU MODE" in text and ("Programming Massively Parallel" in text or "PMPP" in text), day.name
+
+
 def test_speed_cells_return_at_most_their_points():
     # nbgrader takes a float returned by a test cell as its score, and refuses one above the cell's points.
     for path in (REPO / "solutions").glob("*/*.ipynb"):
