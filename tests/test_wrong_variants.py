@@ -212,6 +212,27 @@ HONEST_VARIANTS = [
      {"chunk = 1024 if h.is_cuda else 16": "chunk = 1",
       "s = s * tl.exp(m - m_new) + tl.sum(tl.exp(z - m_new), axis=0)":
       "s = s * tl.math.exp2((m - m_new) * 1.4426950408889634) + tl.sum(tl.math.exp2((z - m_new) * 1.4426950408889634), axis=0)"}),
+    # int32 targets for the kernel, the count taken from them after the loop (red team: refused by an
+    # earlier rule that took whatever a launch with the logits got as made from them)
+    ("linear + cross-entropy: int32 targets counted after the kernel", "day5/linear_cross_entropy",
+     "day5.linear_cross_entropy",
+     {"        scale = 1.0 / (targets != -100).sum().clamp(min=1).to(torch.float32).reshape(1)   # stays on the GPU\n":
+      "        t32 = targets.to(torch.int32)\n        one = torch.ones(1, dtype=torch.float32, device=h.device)\n",
+      "targets[start:end], losses[start:end], scale, n_cols,": "t32[start:end], losses[start:end], one, n_cols,",
+      "        ctx.grads = (grad_h, grad_w)\n":
+      "        scale = 1.0 / (t32 != -100).sum().clamp(min=1).to(torch.float32).reshape(1)\n"
+      "        ctx.grads = (grad_h.mul_(scale), grad_w.mul_(scale))\n"}),
+    # the 1/count scale, given to the kernel for the loss, folded into h's chunk for the dW product
+    ("linear + cross-entropy: the scale folded into h's chunk", "day5/linear_cross_entropy",
+     "day5.linear_cross_entropy",
+     {"    scale = tl.where(counted, tl.load(scale_ptr), 0.0)\n": "    scale = tl.where(counted, 1.0, 0.0)\n",
+      "    tl.store(losses_ptr + row, tl.where(counted, lse - z_t, 0.0))\n":
+      "    tl.store(losses_ptr + row, tl.where(counted, lse - z_t, 0.0) * tl.load(scale_ptr))\n",
+      "            torch.mm(z, w, out=grad_h[start:end])                  # dL/dh of the chunk\n":
+      "            torch.mm(z, w, out=grad_h[start:end])\n            grad_h[start:end].mul_(scale)\n",
+      "            grad_w.addmm_(z.t(), h[start:end])                     # dL/dW += dZ^T h_c\n":
+      "            grad_w.addmm_(z.t(), h[start:end] * scale)\n",
+      "        return (losses.sum() * scale[0]).to(h.dtype)": "        return losses.sum().to(h.dtype)"}),
     # integers compared with a threshold instead of floats with p
     ("dropout: integer threshold", "day5/dropout", "day5.dropout",
      {"tl.where(r >= p, x * scale, 0.0)": "tl.where((r * 16777216.0).to(tl.int32) >= (p * 16777216.0), x * scale, 0.0)"}),
