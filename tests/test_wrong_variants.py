@@ -137,7 +137,7 @@ VARIANTS = [
      {"            ce_grad_kernel[(end - start,)](":
       "            e = 1 + z / 1024\n            for _ in range(10):\n                e = e * e\n"
       "            ce_grad_kernel[(end - start,)]("},
-     ["computed with PyTorch", "aten.mul of two tensors of more than"]),
+     ["computed with PyTorch", "aten.mul of two tensors of more than", "may also add, sum, multiply by a number"]),
     # ... or in the backward pass, on the logits of the last chunk kept from the forward
     ("linear + cross-entropy: the backward clamps kept logits", "day5/linear_cross_entropy",
      "day5.linear_cross_entropy",

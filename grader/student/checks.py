@@ -115,9 +115,14 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches:
     if overrun:
         raise CheckFailed(f"{spec.title}: {where} {overrun}")
     if record.forbidden():
+        bounded = spec.linear_above and any(" more than " in f for f in record.forbidden())
         raise CheckFailed(f"{spec.title}: {who} computed with PyTorch ({', '.join(record.forbidden())}) "
                           f"{where}. Allocating outputs and taking views is fine; the computation itself "
-                          f"must happen in your Triton kernels{', timed or not' if timed else ''}.")
+                          f"must happen in your Triton kernels{', timed or not' if timed else ''}."
+                          + (" Here PyTorch may also add, sum, multiply by a number or a smaller tensor, cast "
+                             "to another float type and copy tensors larger than one number per row (the "
+                             "logits, the gradients), and use per-row values a few times per row; the "
+                             "softmax and the loss are your kernel's." if bounded else ""))
     if launches and record.launches == 0:
         raise CheckFailed(f"{spec.title}: {who} launched no Triton kernel {where}. Every call must compute "
                           f"its result: handing back a result kept from an earlier call is not allowed."
