@@ -231,7 +231,7 @@ class _Watcher(TorchDispatchMode):
                 torch.device(kwargs["device"]).type != args[0].device.type:
             self.record.device_moves.append(f"copy to {kwargs['device']}")
         elif self.poison and name in POISONED_OPS and isinstance(out, torch.Tensor):
-            out = self.record.guarded(out)   # (memory allocated here, unseen: followed below as the op's)
+            out = self.record.guarded(out)
         if self.record.linear_above is not None:
             self._bookkeeping_only(func, name, args, kwargs, out)
         return out
