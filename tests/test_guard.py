@@ -461,7 +461,8 @@ def test_an_unmasked_store_past_the_end_of_the_output_fails_the_check():
 
 # What Day 5's linear + cross-entropy permits: cuBLAS's products, counts, sums and scalings.
 PRODUCTS_AND_SUMS = ("mm", "addmm", "addmm_", "t", "ne", "ge", "eq", "sum", "clamp", "clamp_min", "reciprocal", "div",
-                     "mul", "mul_", "add", "add_", "zeros", "zero_", "fill_", "copy_", "_to_copy", "count_nonzero")
+                     "mul", "mul_", "add", "add_", "sub", "rsub", "neg", "zeros", "zero_", "fill_", "copy_", "_to_copy",
+                     "count_nonzero")
 
 
 def _bookkeeping_only(work):
@@ -489,6 +490,7 @@ def _honest_chunked_step(h, w, t):
         grad_w.add_(torch.mm(z.t(), h[start:start + 3] * count.reciprocal()))   # a float32 sum of dW, scaled
         grad_h.mul_(count.reciprocal())
     torch.count_nonzero(losses * losses.clamp_min(0.0))        # per-row values: anything goes, a few times
+    (1 - (losses - count) * -losses).sum()
     (losses.sum() / count).mul(2.0), grad_w.to(torch.float16) * torch.tensor(0.5, device=w.device)
 
 
@@ -501,17 +503,23 @@ def _column_at_a_time(h, w, t):
 
 @pytest.mark.parametrize("work, what", [
     (lambda h, w, t: torch.mm(h, w.t()).mul(torch.mm(h, w.t())), "aten.mul of two tensors of more than 6 elements"),
-    (lambda h, w, t: torch.mm(h, w.t()).ge(0).sum(), "aten.ge on a tensor of more than 6 elements"),
+    (lambda h, w, t: torch.mm(h, w.t()).ge(0).sum(), "aten.ge making or using a tensor of more than 6 elements of bool"),
     (lambda h, w, t: torch.clamp(torch.mm(h, w.t())[:, :2], min=torch.mm(h, w.t())[:, 2:4]), "aten.clamp on a tensor"),
     (lambda h, w, t: (h[:, None, :] * w[None]).sum(-1), "aten.mul of two tensors of more than 6"),  # logits, no mm
-    (lambda h, w, t: torch.mm(h, w.t()).view(torch.int32).add_(1), "aten.view as another dtype"),
-    (lambda h, w, t: torch.mm(h, w.t()).to(torch.int32), "aten._to_copy to torch.int32"),
+    (lambda h, w, t: torch.mm(h, w.t()).view(torch.int32).add_(1), "aten.view making or using a tensor of more than 6 elements of int32"),
+    (lambda h, w, t: torch.mm(h, w.t()).to(torch.int32), "aten._to_copy making or using a tensor of more than 6 elements of int32"),
+    (lambda h, w, t: torch.view_as_real(torch.zeros(6, 9, dtype=torch.complex64)), "of complex64"),
+    (lambda h, w, t: torch.mm(h, w.t()).to(torch.float8_e4m3fn), "of float8_e4m3fn"),
+    (lambda h, w, t: torch.empty(0).set_(torch.mm(h, w.t()).untyped_storage()), "aten.set_ of a storage"),
+    (lambda h, w, t: [torch.mm(h[:1], w.t()) for _ in range(200)], "more than 160 PyTorch ops on tensors of more than 6"),
+    (lambda h, w, t: [torch.ones(()).clamp(0.0).reciprocal() for _ in range(100)], "more than 88 PyTorch ops other than"),
     (lambda h, w, t: torch.ones(6, 9).div(torch.mm(h, w.t())), "aten.div of two tensors of more than 6"),
     (lambda h, w, t: torch.ones(1).div(torch.mm(h, w.t())), "aten.div by a tensor of more than 6"),
     (lambda h, w, t: torch.div(torch.mm(h, w.t()), 0.25, rounding_mode="floor"), "aten.div with rounding"),
     (lambda h, w, t: kernels.add(torch.mm(h, w.t()), torch.zeros(6, 9)).reciprocal(), "aten.reciprocal on a tensor"),
     (_column_at_a_time, "more than 88 PyTorch ops other than sums and scalings on tensors of 6 elements or fewer"),
-], ids=["square", "step function", "row maximum by clamp", "logits by broadcasting", "bits as int", "cast to int",
+], ids=["square", "step function", "row maximum by clamp", "logits by broadcasting", "bits as int", "cast to int", "complex", "float8", "a storage",
+        "too many ops on large tensors", "a number at a time",
         "reciprocal by div", "reciprocal by div of a number", "floor", "kernel copy", "a column at a time"])
 def test_only_linear_maps_of_large_tensors_are_pytorch_s_where_an_exercise_says_so(work, what):
     forbidden = _bookkeeping_only(work)

@@ -281,8 +281,8 @@ linear_cross_entropy = KernelExercise(
     # The gradients of a mean over N rows are about 1/N: atol scales with their largest magnitude.
     atol_scale={"dh": "relative", "dW": "relative"},
     also_allowed=("mm", "addmm", "addmm_", "matmul", "t", "ne", "ge", "eq", "equal", "count_nonzero", "sum",
-                  "clamp", "clamp_min", "reciprocal", "div", "mul", "mul_", "add", "add_", "zeros", "zero_", "fill_",
-                  "copy_", "_to_copy", "to"),
+                  "clamp", "clamp_min", "reciprocal", "div", "div_", "mul", "mul_", "add", "add_", "sub", "sub_",
+                  "rsub", "neg", "neg_", "zeros", "zero_", "fill_", "copy_", "_to_copy", "to"),
     # cuBLAS's products, the count and mean, and the adds and scalings of a float32 sum of dW (lecture 04's
     # default: up to a fifth of its time at C = 1024); on tensors larger than a row per row (the logits,
     # the gradients) only linear ones: the softmax and the loss are the kernel's

@@ -33,21 +33,25 @@ view_as_complex _reshape_alias unfold
 promote_types result_type
 """.split())   # (the last two compute a dtype, not values)
 
-# What PyTorch may do with large floating tensors where an exercise permits elementwise ops only for
-# bookkeeping (spec.linear_above: Day 5's linear + cross-entropy permits cuBLAS's products, and `mul`,
-# `add_`, `sum`, ... for the count, the mean and a float32 sum of dW). A red team computed a whole softmax
-# from those ops: exp by repeated squaring (`mul`), the row maximum by a tree of `clamp`s, the log by
-# bisection with `ge`. On a floating tensor with more elements than the exercise's bound (the number of
-# rows), PyTorch may apply only linear maps: these ops and views, and `mul` or `div` with at most one such
-# tensor (a scaling), with floating results. Smaller ones (per-row losses, weights, masks, a count) may
-# be used in any way the exercise permits, but only so many times per call: a softmax done a column or a
-# few rows at a time takes thousands of calls.
+# What PyTorch may do with large tensors where an exercise permits elementwise ops only for bookkeeping
+# (spec.linear_above: Day 5's linear + cross-entropy permits cuBLAS's products, and `mul`, `add_`, `sum`,
+# ... for the count, the mean and a float32 sum of dW). Red teams computed a whole softmax from those ops:
+# exp by repeated squaring (`mul`), the row maximum by a tree of `clamp`s, the log by bisection with
+# `ge`, and again in complex numbers and in fixed point on integers. On a tensor with more elements than
+# the exercise's bound (the number of rows), PyTorch may apply only linear maps: these ops and views of
+# floating tensors, `mul` or `div` with at most one such tensor (a scaling), with results in a float type
+# of 16 bits or more, and only so many per call; no large tensor of another dtype may exist. Smaller
+# ones (per-row losses, weights, masks, a count) may be used in any way the exercise permits, also only
+# so many times per call: a softmax done a column or a few rows at a time takes thousands of calls.
 LINEAR_OPS = frozenset("""
-add add_ sub sub_ sum mul mul_ div div_ neg neg_ _to_copy copy_ clone contiguous fill_ zero_ set_ resize_
+add add_ sub sub_ rsub sum mul mul_ div div_ neg neg_ _to_copy copy_ clone contiguous fill_ zero_ resize_
 mm addmm addmm_ matmul bmm baddbmm baddbmm_ addbmm mv addmv dot
 empty_like zeros_like ones_like full_like new_empty new_zeros new_full new_ones
 """.split())   # (products are linear in each factor; allocations "like" a tensor take only its shape)
-SMALL_OPS_PER_ROW, SMALL_OPS_FREE = 4, 64   # other ops on smaller tensors: 64 + 4 per row, per call
+FLOAT_TYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# Per call: 64 + this many per row of ops on large tensors (a step does a handful per chunk, and a chunk
+# has a row or more), and of other ops on small ones
+LARGE_OPS_PER_ROW, SMALL_OPS_PER_ROW, OPS_FREE = 16, 4, 64
 
 # Values read out of tensors into Python or NumPy (`.item()`, `.tolist()`, `.numpy()`, a print): honest
 # code reads a few (a count of non-ignored labels before launching, as Liger-Kernel's cross-entropy does;
@@ -87,8 +91,10 @@ class CallRecord:
     # calls, whose memory checks.step_memory counts as the call's.
     touched: dict | None = None
     made: set = field(default_factory=set)
-    # watch(linear_above=): the bound, and how many ops other than linear maps ran on smaller tensors
+    # watch(linear_above=): the bound, how many ops ran on larger tensors, and how many ops other than
+    # linear maps on smaller ones
     linear_above: int | None = None
+    large_ops: int = 0
     small_ops: int = 0
 
     def note_storages(self, values) -> set:
@@ -170,20 +176,26 @@ def _is_view(name: str, args, kwargs, out) -> bool:
 
 
 def _beyond_linear(func, name: str, args, kwargs, out, bound: int) -> str | None:
-    """What an op did to floating tensors of more than `bound` elements that is not a linear map, or None."""
-    if not any(t.is_floating_point() and t.numel() > bound for t in _tensors_in((args, kwargs))):
-        return None
-    outputs = list(_tensors_in(out))
+    """What an op did to tensors of more than `bound` elements that is not a linear map, or None."""
+    large = [t for t in _tensors_in((args, kwargs)) if t.numel() > bound]
+    made = [t for t in _tensors_in(out) if t.numel() > bound]
     what = f"on a tensor of more than {_elements(bound)}"
+    odd = [t.dtype for t in large + made if t.dtype not in FLOAT_TYPES]
+    if odd:   # no large tensor of integers, booleans, complex numbers or 8-bit floats, even a new one
+        if large and _is_view(name, args, kwargs, out) and all(t.dtype == large[0].dtype for t in large + made):
+            return None
+        return f"aten.{name} making or using a tensor of more than {_elements(bound)} of {str(odd[0]).replace('torch.', '')}"
+    if any(isinstance(a, (torch.UntypedStorage, torch.TypedStorage)) for a in args):
+        return f"aten.{name} of a storage"
+    if not large:   # an allocation, or an op on small tensors (counted by the caller)
+        return None
     if _is_view(name, args, kwargs, out):
         if getattr(func, "_overloadname", "") == "dtype" or name.startswith("view_as_"):
             return f"aten.{name} as another dtype {what}"
         return None
     if name not in LINEAR_OPS:
         return f"aten.{name} {what}"
-    if any(not t.is_floating_point() for t in outputs):
-        return f"aten.{name} to {outputs[0].dtype} {what}"
-    factors = [a for a in args[:2] if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() > bound]
+    factors = [a for a in args[:2] if isinstance(a, torch.Tensor) and a.numel() > bound]
     if name.startswith(("mul", "div")) and len(factors) == 2:
         return f"aten.{name} of two tensors of more than {_elements(bound)}"
     if name.startswith("div") and (kwargs.get("rounding_mode") or "Tensor_mode" in str(func) or "Scalar_mode" in str(func)):
@@ -237,18 +249,25 @@ class _Watcher(TorchDispatchMode):
         return out
 
     def _bookkeeping_only(self, func, name, args, kwargs, out) -> None:
-        """watch(linear_above=bound): only linear maps of large floating tensors, and only so many other
-        ops on smaller ones (LINEAR_OPS)."""
-        bound = self.record.linear_above
+        """watch(linear_above=bound): only linear maps of large tensors, and only so many ops on them and
+        other ops on smaller ones (LINEAR_OPS)."""
+        record, bound = self.record, self.record.linear_above
         problem = _beyond_linear(func, name, args, kwargs, out, bound)
         if problem:
-            self.record.torch_ops.append(problem)
-        elif _beyond_linear(func, name, args, kwargs, out, 1):   # the same, on tensors of a few elements
-            self.record.small_ops += 1
-            if self.record.small_ops == SMALL_OPS_FREE + SMALL_OPS_PER_ROW * bound + 1:   # said once
-                self.record.torch_ops.append(f"more than {self.record.small_ops - 1} PyTorch ops other than sums "
-                                             f"and scalings on tensors of {_elements(bound)} or fewer (a few rows or "
-                                             f"a column at a time)")
+            record.torch_ops.append(problem)
+            return
+        large = any(t.numel() > bound for t in _tensors_in((args, kwargs)))
+        if large and not _is_view(name, args, kwargs, out):
+            record.large_ops += 1
+            if record.large_ops == OPS_FREE + LARGE_OPS_PER_ROW * bound + 1:   # said once
+                record.torch_ops.append(f"more than {record.large_ops - 1} PyTorch ops on tensors of more than "
+                                        f"{_elements(bound)}")
+        elif not large and _beyond_linear(func, name, args, kwargs, out, 0):   # the same, on small tensors
+            record.small_ops += 1
+            if record.small_ops == OPS_FREE + SMALL_OPS_PER_ROW * bound + 1:
+                record.torch_ops.append(f"more than {record.small_ops - 1} PyTorch ops other than sums and "
+                                        f"scalings on tensors of {_elements(bound)} or fewer (a few rows or a "
+                                        f"column at a time)")
 
     def _custom_op(self, func, args, kwargs):
         """A custom operator: opaque to a dispatch mode, so its name says nothing of what it computes
@@ -733,7 +752,7 @@ def _exit_wrapper(name: str, original):
         # What can be reached through the result: for a NumPy array or a DLPack capsule, which share the
         # tensor's memory, all of its storage (a view of one element still shares it, and NumPy's
         # as_strided widens it).
-        shared = name in ("numpy", "__array__", "__dlpack__")
+        shared = name in ("numpy", "__array__", "__dlpack__", "untyped_storage", "storage")
         watcher.read_out(f"Tensor.{name}", max(self.numel(), _storage_elements(self) if shared else 0))
         watcher.in_triton += 1      # what PyTorch does to convert a tensor is not the student's computation
         try:
@@ -805,8 +824,8 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     `tune_briefly` (by default as `ops`) times an autotuner's candidates for a few milliseconds each
     instead of Triton's default: for checks of correctness, not for calls that are timed.
     `memory` notes the storages the block's ops and launches use (CallRecord.touched).
-    `linear_above`: PyTorch may apply only linear maps to floating tensors of more elements than this,
-    and only so many other ops to smaller ones (LINEAR_OPS).
+    `linear_above`: PyTorch may apply only linear maps, so many times, to tensors of more elements than
+    this, and only so many other ops to smaller ones (LINEAR_OPS).
     """
     global _active
     record = CallRecord(touched={} if memory else None, linear_above=linear_above)
