@@ -57,9 +57,9 @@ class KernelExercise:
     output_names: tuple = ()       # names of the outputs (or of the gradients), for messages
     also_allowed: tuple = ()       # ATen ops the exercise permits besides allocation and views
     # (the call's tensors) -> a number of elements, where also_allowed permits elementwise ops for
-    # bookkeeping: on floating tensors larger than this PyTorch may apply only linear maps (sums,
-    # scalings, additions, float casts, products: guard.LINEAR_OPS), and only so many other ops on smaller
-    # ones. The nonlinear work (a softmax, a loss) must be the student's kernels'.
+    # bookkeeping: on tensors larger than this PyTorch may apply only linear maps to floats (sums,
+    # scalings, additions, float casts, products: guard.LINEAR_OPS), so many times, and only so many other
+    # ops to smaller ones. The nonlinear work (a softmax, a loss) must be the student's kernels'.
     linear_above: Callable = None
     backward: bool = False         # check the gradients of fn's output (an autograd.Function)
     # Outputs whose atol scales with the expected values: "max" (their largest magnitude, for sums

@@ -115,12 +115,13 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches:
     if overrun:
         raise CheckFailed(f"{spec.title}: {where} {overrun}")
     if record.forbidden():
-        bounded = spec.linear_above and any(" more than " in f for f in record.forbidden())
+        bounded = getattr(record, "beyond_bookkeeping", False)
         raise CheckFailed(f"{spec.title}: {who} computed with PyTorch ({', '.join(record.forbidden())}) "
                           f"{where}. Allocating outputs and taking views is fine; the computation itself "
                           f"must happen in your Triton kernels{', timed or not' if timed else ''}."
                           + (" Here PyTorch may also add, sum, multiply by a number or a smaller tensor, cast "
-                             "to another float type and copy tensors larger than one number per row (the "
+                             "to another float type of 16 bits or more and copy tensors larger than one number "
+                             "per row (the "
                              "logits, the gradients), and use per-row values a few times per row; the "
                              "softmax and the loss are your kernel's." if bounded else ""))
     if launches and record.launches == 0:
@@ -297,15 +298,18 @@ def _check_backward_case(spec, fn, shape, dtype, dev, gen, seed):
     label = f"shape {shape}, {_dtype_name(dtype)} (seed {seed})"
     with no_saved_tensor_hooks(spec):
         expected, dy = expected_gradients(spec, args, gen, dtype)
+    _compare_outputs(spec, student_backward(spec, fn, args, dy, label), expected, dtype, label)
+
+
+def student_backward(spec, fn, args, dy, label) -> tuple:
+    """A backward case of the student's function, forward and backward each under the guard: the input
+    gradients for dy, after the output for a whole step (step_outputs). The output is copied as the
+    forward returned it: a backward may not fill in the loss later (a red team's forward returned a
+    placeholder)."""
+    with no_saved_tensor_hooks(spec):
         y, leaves = _student_graph(spec, fn, args, label)
-        grads = step_outputs(spec, as_forward_left_it(spec, y), _student_grads(spec, y, leaves, dy, label))
-    _compare_outputs(spec, tuple(grads), expected, dtype, label)
-
-
-def as_forward_left_it(spec, y):
-    """For a whole step (spec.times_step), a copy of the output as the forward pass returned it: a
-    backward pass may not fill in the loss later (a red team's forward returned a placeholder)."""
-    return y.detach().clone() if spec.times_step else y
+        returned = y.detach().clone() if spec.times_step else y
+        return step_outputs(spec, returned, _student_grads(spec, y, leaves, dy, label))
 
 
 def step_outputs(spec, y, grads) -> tuple:

@@ -96,6 +96,7 @@ class CallRecord:
     linear_above: int | None = None
     large_ops: int = 0
     small_ops: int = 0
+    beyond_bookkeeping: bool = False   # whether any of torch_ops broke that rule
 
     def note_storages(self, values) -> set:
         """The storages of the tensors among `values` (nested in lists, tuples and dicts), noted as
@@ -255,16 +256,19 @@ class _Watcher(TorchDispatchMode):
         problem = _beyond_linear(func, name, args, kwargs, out, bound)
         if problem:
             record.torch_ops.append(problem)
+            record.beyond_bookkeeping = True
             return
         large = any(t.numel() > bound for t in _tensors_in((args, kwargs)))
         if large and not _is_view(name, args, kwargs, out):
             record.large_ops += 1
             if record.large_ops == OPS_FREE + LARGE_OPS_PER_ROW * bound + 1:   # said once
+                record.beyond_bookkeeping = True
                 record.torch_ops.append(f"more than {record.large_ops - 1} PyTorch ops on tensors of more than "
                                         f"{_elements(bound)}")
         elif not large and _beyond_linear(func, name, args, kwargs, out, 0):   # the same, on small tensors
             record.small_ops += 1
             if record.small_ops == OPS_FREE + SMALL_OPS_PER_ROW * bound + 1:
+                record.beyond_bookkeeping = True
                 record.torch_ops.append(f"more than {record.small_ops - 1} PyTorch ops other than sums and "
                                         f"scalings on tensors of {_elements(bound)} or fewer (a few rows or a "
                                         f"column at a time)")

@@ -34,9 +34,9 @@ from grader import exercises, shared_tensors
 from grader.compare import CheckFailed
 from grader.quiet import stderr_to_stdout
 from grader.student.checks import compile_ahead as checks_compile_ahead
-from grader.student.checks import (_as_tuple, _plain, _student_grads, _student_graph, as_forward_left_it,
-                                   from_a_function, judged_outputs, no_saved_tensor_hooks, refuse, run_student, step,
-                                   step_leaves, step_memory, step_outputs, watch_student, where_it_raised)
+from grader.student.checks import (_as_tuple, _plain, from_a_function, judged_outputs, no_saved_tensor_hooks, refuse,
+                                   run_student, step, step_leaves, step_memory, student_backward, watch_student,
+                                   where_it_raised)
 from grader.student import integrity
 from grader.student.guard import foreign_gpu_work
 
@@ -104,12 +104,9 @@ def kernel_case(fn, key: str, shape, dtype_name: str, device: str, seed: int, dy
         elif spec.backward:
             # the output gradient, drawn after the inputs as checks.expected_gradients draws it
             dy = torch.randn(tuple(dy_shape), generator=gen, device=device).to(dtype)
-            with no_saved_tensor_hooks(spec):
-                y, leaves = _student_graph(spec, fn, args, label)
-                outputs = step_outputs(spec, as_forward_left_it(spec, y), _student_grads(spec, y, leaves, dy, label))
+            outputs = student_backward(spec, fn, args, dy, label)
             if timed and spec.memory_target and device == "cuda":
                 # Measured here, in the student's process, under the guard (docs/threat-model.md)
-                del y, leaves
                 result["memory"] = step_memory(spec, fn, step_leaves(args), dy)
         else:
             # At the timed shape an autotuner tunes as Triton does: the timed calls use what it chooses.
