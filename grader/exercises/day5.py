@@ -284,7 +284,7 @@ linear_cross_entropy = KernelExercise(
                   "clamp", "clamp_min", "reciprocal", "div", "div_", "mul", "mul_", "add", "add_", "sub", "sub_",
                   "rsub", "neg", "neg_", "zeros", "zero_", "fill_", "copy_", "_to_copy", "to"),
     # cuBLAS's products, the count and mean, and the adds and scalings of a float32 sum of dW (lecture 04's
-    # default: up to a fifth of its time at C = 1024); on tensors larger than a row per row (the logits,
+    # default: up to a fifth of its time at C = 1024); on tensors larger than one number per row (the logits,
     # the gradients) only linear ones: the softmax and the loss are the kernel's
     linear_above=lambda h, *rest: h.shape[0],
     library_kernels=("gemm", "nvjet", "cutlass", "xmma", "splitKreduce", "CUDAFunctor_add", "MulFunctor"),
