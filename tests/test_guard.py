@@ -483,7 +483,7 @@ def _honest_chunked_step(h, w, t):
     for start in (0, 3):
         z = torch.mm(h[start:start + 3], w.t())
         z = kernels.add(z, torch.zeros_like(z))                 # the kernel: the logits' gradient, in place
-        losses[start:start + 3].copy_(kernels.add(z[:, 0].contiguous(), torch.ones(3)))
+        losses[start:start + 3].copy_(kernels.add(z[:, 0].contiguous(), torch.ones(3, device=h.device)))
         weights = (t[start:start + 3] != -100).to(torch.float32)
         kernels.add(weights, z[0, :3].contiguous())             # per-row weights, passed with the logits
         grad_h = torch.mm(z, w)
@@ -508,15 +508,15 @@ def _column_at_a_time(h, w, t):
     (lambda h, w, t: (h[:, None, :] * w[None]).sum(-1), "aten.mul of two tensors of more than 6"),  # logits, no mm
     (lambda h, w, t: torch.mm(h, w.t()).view(torch.int32).add_(1), "aten.view making or using a tensor of more than 6 elements of int32"),
     (lambda h, w, t: torch.mm(h, w.t()).to(torch.int32), "aten._to_copy making or using a tensor of more than 6 elements of int32"),
-    (lambda h, w, t: torch.view_as_real(torch.zeros(6, 9, dtype=torch.complex64)), "of complex64"),
+    (lambda h, w, t: torch.view_as_real(torch.zeros(6, 9, dtype=torch.complex64, device=h.device)), "of complex64"),
     (lambda h, w, t: torch.mm(h, w.t()).to(torch.float8_e4m3fn), "of float8_e4m3fn"),
-    (lambda h, w, t: torch.empty(0).set_(torch.mm(h, w.t()).untyped_storage()), "aten.set_ of a storage"),
+    (lambda h, w, t: torch.empty(0, device=h.device).set_(torch.mm(h, w.t()).untyped_storage()), "aten.set_ of a storage"),
     (lambda h, w, t: [torch.mm(h[:1], w.t()) for _ in range(200)], "more than 160 PyTorch ops on tensors of more than 6"),
-    (lambda h, w, t: [torch.ones(()).clamp(0.0).reciprocal() for _ in range(100)], "more than 88 PyTorch ops other than"),
-    (lambda h, w, t: torch.ones(6, 9).div(torch.mm(h, w.t())), "aten.div of two tensors of more than 6"),
-    (lambda h, w, t: torch.ones(1).div(torch.mm(h, w.t())), "aten.div by a tensor of more than 6"),
+    (lambda h, w, t: [torch.ones((), device=h.device).clamp(0.0).reciprocal() for _ in range(100)], "more than 88 PyTorch ops other than"),
+    (lambda h, w, t: torch.ones(6, 9, device=h.device).div(torch.mm(h, w.t())), "aten.div of two tensors of more than 6"),
+    (lambda h, w, t: torch.ones(1, device=h.device).div(torch.mm(h, w.t())), "aten.div by a tensor of more than 6"),
     (lambda h, w, t: torch.div(torch.mm(h, w.t()), 0.25, rounding_mode="floor"), "aten.div with rounding"),
-    (lambda h, w, t: kernels.add(torch.mm(h, w.t()), torch.zeros(6, 9)).reciprocal(), "aten.reciprocal on a tensor"),
+    (lambda h, w, t: kernels.add(torch.mm(h, w.t()), torch.zeros(6, 9, device=h.device)).reciprocal(), "aten.reciprocal on a tensor"),
     (_column_at_a_time, "more than 88 PyTorch ops other than sums and scalings on tensors of 6 elements or fewer"),
 ], ids=["square", "step function", "row maximum by clamp", "logits by broadcasting", "bits as int", "cast to int", "complex", "float8", "a storage",
         "too many ops on large tensors", "a number at a time",
