@@ -1,4 +1,5 @@
 """The correctness, speed and prediction checks that test cells call, each rule both ways."""
+import torch
 import pytest
 
 import grader
@@ -351,3 +352,27 @@ def test_a_launched_kernels_resource_usage_is_noted_and_said_in_the_speed_feedba
     assert _compiled_said([{"kernel": "k", "registers": -1, "local_bytes": 0, "num_warps": 4, "shared": 0},
                            {"kernel": 3}, "x"], dev) == []
     assert _compiled_said({"not": "a list"}, dev) == []
+
+
+def test_a_composed_exercise_takes_autograd_through_the_student_s_functions_only():
+    # The capstone's output comes from PyTorch's products over the student's Functions: accepted where
+    # a Function of the student's lies below it, refused where autograd has only PyTorch's own nodes.
+    spec = exercises.get("day5.training_step")
+
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, dy):
+            return dy * 2
+
+    x = torch.ones(3, 3, requires_grad=True)
+    through_one = Twice.apply(x) @ torch.ones(3, 3)
+    assert checks.from_a_function(spec, through_one, "the output") is through_one
+    with pytest.raises(CheckFailed, match="not computed through any torch.autograd.Function"):
+        checks.from_a_function(spec, (x * 2) @ torch.ones(3, 3), "the output")
+    single = exercises.get("day5.attention_backward")     # not composed: the output itself must be one
+    with pytest.raises(CheckFailed, match="does not come from a torch.autograd.Function"):
+        checks.from_a_function(single, through_one, "the output")

@@ -153,6 +153,22 @@ VARIANTS = [
       "        ctx.save_for_backward(placeholder)\n        return placeholder",
       "        ctx.grads = None\n": "        ctx.grads = None\n        ctx.saved_tensors[0].copy_(ctx.value)\n"},
      ["(loss)", "elements differ"]),
+    ("training step: RMSNorm's backward drops the mean term", "day5/training_step", "day5.training_step",
+     {"dx = rstd * (g - xhat * (tl.sum(g * xhat, axis=0) / n_cols))": "dx = rstd * g"},
+     ["(dx)", "elements differ", "mean(g x r)"]),
+    ("training step: dw of one program only", "day5/training_step", "day5.training_step",
+     {"partial.sum(0)": "partial[0]"}, ["(dnorm1)", "elements differ", "the sum over tokens"]),
+    ("training step: SwiGLU's backward without the sigmoid's slope", "day5/training_step", "day5.training_step",
+     {"dg * b * s * (1.0 + a * (1.0 - s))": "dg * b * s"}, ["elements differ", "(1 + a (1 - s))"]),
+    ("training step: dQ masked off the diagonal", "day5/training_step", "day5.training_step",
+     {"p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)": "p = tl.where(offs_m[:, None] > offs_n[None, :], p, 0.0)"},
+     ["elements differ"]),
+    ("training step: SwiGLU by PyTorch", "day5/training_step", "day5.training_step",
+     {"swiglu_forward_kernel[(triton.cdiv(a.numel(), block),)](a, b, g, a.numel(), BLOCK=block)":
+      "g.copy_(torch.nn.functional.silu(a) * b)"}, ["computed with PyTorch", "aten.silu"]),
+    ("training step: PyTorch's autograd through PyTorch's RMSNorm", "day5/training_step", "day5.training_step",
+     {"    h = RMSNorm.apply(x, norm2)\n": "    h = torch.nn.functional.rms_norm(x, (d,), norm2, eps=1e-6)\n"},
+     ["computed with PyTorch"]),
     ("bias + GELU: bias of the row instead of the column", "day1/bias_gelu", "day1.bias_gelu",
      {"b_ptr + offsets % n_cols": "b_ptr + (offsets // n_cols) % n_cols"}, ["elements differ", "offset % n_cols"]),
     ("vector add: grid rounded down", "day1/vector_add", "day1.vector_add",
@@ -231,8 +247,14 @@ HONEST_VARIANTS = [
       "            torch.mm(z, w, out=grad_h[start:end])                  # dL/dh of the chunk\n":
       "            torch.mm(z, w, out=grad_h[start:end])\n            grad_h[start:end].mul_(scale)\n",
       "            grad_w.addmm_(z.t(), h[start:end])                     # dL/dW += dZ^T h_c\n":
-      "            grad_w.addmm_(z.t(), h[start:end] * scale)\n",
+      "            grad_w.addmm_(z.t(), (h[start:end] * scale).to(h.dtype))\n",
       "        return (losses.sum() * scale[0]).to(h.dtype)": "        return losses.sum().to(h.dtype)"}),
+    # the residual additions by PyTorch after the products, a projection through F.linear
+    ("training step: residuals added apart, F.linear", "day5/training_step", "day5.training_step",
+     {"    x = torch.addmm(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d), wo)":
+      "    x = x + CausalAttention.apply(torch.nn.functional.linear(h, wqkv.t()).view(b, n, 3 * d)).view(b * n, d) @ wo",
+      "    return torch.addmm(x, SwiGLU.apply(h @ w1, h @ w3), w2).view(b, n, d)":
+      "    return (x + SwiGLU.apply(h @ w1, h @ w3) @ w2).view(b, n, d)"}),
     # integers compared with a threshold instead of floats with p
     ("dropout: integer threshold", "day5/dropout", "day5.dropout",
      {"tl.where(r >= p, x * scale, 0.0)": "tl.where((r * 16777216.0).to(tl.int32) >= (p * 16777216.0), x * scale, 0.0)"}),

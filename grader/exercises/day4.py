@@ -119,7 +119,7 @@ attention = KernelExercise(
 HEAD_DIM = 64  # of the transformer block's attention: heads = d_model // 64
 
 
-def _block_inputs(shape, dtype, device, gen):
+def block_inputs(shape, dtype, device, gen):
     """x (batch, seq, d_model) and the block's weights, scaled so activations stay near 1."""
     b, n, d, f = shape
 
@@ -164,7 +164,7 @@ def swiglu_down(a, b, w2):
     return (F.silu(a) * b) @ w2
 
 
-def _block_eager(*args):
+def block_eager(*args):
     return transformer_block_reference(
         *args, dtype=args[0].dtype,
         attend=lambda q, k, v, causal: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
@@ -183,9 +183,9 @@ def _block_reference_out(*args):
 transformer_block = KernelExercise(
     key="day4.transformer_block",
     title="transformer block forward",
-    make_inputs=_block_inputs,
+    make_inputs=block_inputs,
     reference=_block_reference_out,
-    baseline=_block_eager,
+    baseline=block_eager,
     baseline_name="the same block in eager PyTorch (cuBLAS, F.rms_norm, SDPA's default backend)",
     cpu_shapes=((1, 16, 64, 128), (2, 37, 128, 256)),
     gpu_shapes=((1, 16, 128, 256), (2, 300, 512, 1408)),

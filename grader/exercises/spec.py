@@ -62,6 +62,9 @@ class KernelExercise:
     # ops to smaller ones. The nonlinear work (a softmax, a loss) must be the student's kernels'.
     linear_above: Callable = None
     backward: bool = False         # check the gradients of fn's output (an autograd.Function)
+    # The output comes from autograd through the student's Functions and the permitted products and
+    # additions (a whole block: also_allowed and linear_above say what PyTorch may do), not from one Function.
+    composed: bool = False
     # Outputs whose atol scales with the expected values: "max" (their largest magnitude, for sums
     # over many rows), "rms" (their typical size, for dot products of length K), both at least 1, or
     # "relative" (their largest magnitude, however small: gradients of a mean over many rows).

@@ -217,12 +217,34 @@ def _student_graph(spec, fn, args, label):
 
 
 def from_a_function(spec, y, what: str):
-    """y, if it is the output of a torch.autograd.Function (whose backward is the student's)."""
+    """y, if it is the output of a torch.autograd.Function (whose backward is the student's), or, for a
+    composed exercise (spec.composed), of autograd through the student's Functions and the products and
+    additions the exercise permits (the guard holds PyTorch to linear maps there, forward and backward)."""
+    if spec.composed:
+        if _reaches_a_function(getattr(y, "grad_fn", None)):
+            return y
+        raise CheckFailed(f"{spec.title}: {what} is not computed through any torch.autograd.Function of yours "
+                          f"(its grad_fn is {type(getattr(y, 'grad_fn', None)).__name__}). Wrap each kernel "
+                          f"in a Function whose backward is your kernels, and call it with .apply(...).")
     if not isinstance(getattr(y, "grad_fn", None), torch.autograd.function.BackwardCFunction):
         raise CheckFailed(f"{spec.title}: {what} does not come from a torch.autograd.Function (its grad_fn is "
                           f"{type(getattr(y, 'grad_fn', None)).__name__}). Return YourFunction.apply(...) so "
                           f"that autograd calls your backward.")
     return y
+
+
+def _reaches_a_function(grad_fn) -> bool:
+    """Whether the autograd graph below grad_fn holds a torch.autograd.Function's node."""
+    seen, stack = set(), [grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            return True
+        seen.add(id(node))
+        stack.extend(next_fn for next_fn, _ in node.next_functions)
+    return False
 
 
 def _student_grads(spec, y, leaves, dy, label):
