@@ -255,6 +255,17 @@ HONEST_VARIANTS = [
       "    x = x + CausalAttention.apply(torch.nn.functional.linear(h, wqkv.t()).view(b, n, 3 * d)).view(b * n, d) @ wo",
       "    return torch.addmm(x, SwiGLU.apply(h @ w1, h @ w3), w2).view(b, n, d)":
       "    return (x + SwiGLU.apply(h @ w1, h @ w3) @ w2).view(b, n, d)"}),
+    # q, k and v split into contiguous copies (exercise 1's layout) and joined again, the output's heads
+    # merged by a copy: slower than reading them in place, but honest (autograd's backward joins the
+    # gradients with aten.stack)
+    ("training step: heads copied apart and joined", "day5/training_step", "day5.training_step",
+     {"    x = torch.addmm(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d), wo)  # x + a @ wo":
+      "    heads = d // 64\n"
+      "    q, k, v = (h @ wqkv).view(b, n, 3, heads, 64).permute(2, 0, 3, 1, 4).unbind(0)\n"
+      "    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()\n"
+      "    packed = torch.stack((q, k, v)).permute(1, 3, 0, 2, 4).reshape(b, n, 3 * d)\n"
+      "    o = CausalAttention.apply(packed).view(b, n, heads, 64).transpose(1, 2).contiguous()\n"
+      "    x = x + o.transpose(1, 2).reshape(b * n, d) @ wo"}),
     # integers compared with a threshold instead of floats with p
     ("dropout: integer threshold", "day5/dropout", "day5.dropout",
      {"tl.where(r >= p, x * scale, 0.0)": "tl.where((r * 16777216.0).to(tl.int32) >= (p * 16777216.0), x * scale, 0.0)"}),

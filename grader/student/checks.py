@@ -119,11 +119,11 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches:
         raise CheckFailed(f"{spec.title}: {who} computed with PyTorch ({', '.join(record.forbidden())}) "
                           f"{where}. Allocating outputs and taking views is fine; the computation itself "
                           f"must happen in your Triton kernels{', timed or not' if timed else ''}."
-                          + (" Here PyTorch may also add, sum, multiply by a number or a smaller tensor, cast "
-                             "to another float type of 16 bits or more and copy tensors larger than one number "
-                             "per row (the "
-                             "logits, the gradients), and use per-row values a few times per row; the "
-                             "softmax and the loss are your kernel's." if bounded else ""))
+                          + (" Here PyTorch may also add, sum, multiply by a number or a smaller tensor, take "
+                             "products, cast to another float type of 16 bits or more, copy and join tensors larger "
+                             "than one number per row (a token, a row of logits), and use per-row values a few "
+                             "times per row; everything nonlinear (a softmax, a norm, an activation, a loss) is "
+                             "your kernels'." if bounded else ""))
     if launches and record.launches == 0:
         raise CheckFailed(f"{spec.title}: {who} launched no Triton kernel {where}. Every call must compute "
                           f"its result: handing back a result kept from an earlier call is not allowed."

@@ -30,8 +30,9 @@ view _unsafe_view reshape as_strided expand permute transpose t slice select uns
 flatten unflatten split split_with_sizes chunk unbind narrow movedim detach alias lift_fresh
 clone copy_ _to_copy contiguous is_same_size set_ resize_ view_as_real
 view_as_complex _reshape_alias unfold
+cat stack select_backward slice_backward select_scatter slice_scatter
 promote_types result_type
-""".split())   # (the last two compute a dtype, not values)
+""".split())   # (joins, and the backward passes of views, move data; the last two compute a dtype, not values)
 
 # What PyTorch may do with large tensors where an exercise permits elementwise ops only for bookkeeping
 # (spec.linear_above: Day 5's linear + cross-entropy permits cuBLAS's products, and `mul`, `add_`, `sum`,
@@ -45,6 +46,7 @@ promote_types result_type
 # so many times per call: a softmax done a column or a few rows at a time takes thousands of calls.
 LINEAR_OPS = frozenset("""
 add add_ sub sub_ rsub sum mul mul_ div div_ neg neg_ _to_copy copy_ clone contiguous fill_ zero_ resize_
+cat stack select_backward slice_backward select_scatter slice_scatter
 mm addmm addmm_ matmul bmm baddbmm baddbmm_ addbmm mv addmv dot
 empty_like zeros_like ones_like full_like new_empty new_zeros new_full new_ones
 """.split())   # (products are linear in each factor; allocations "like" a tensor take only its shape)
@@ -438,9 +440,9 @@ def _hooks_watched(launcher, watcher):
 
 
 # GPU kernels that PyTorch runs for the operations any wrapper may use: filling an allocation, copying
-# (contiguous, clone, a cast), arange, memory copies and sets. They cannot compute an answer.
+# (contiguous, clone, a cast, a join), arange, memory copies and sets. They cannot compute an answer.
 BOOKKEEPING_KERNELS = ("FillFunctor", "copy_kernel", "direct_copy", "elementwise_kernel_with_index",
-                       "Memset", "Memcpy")
+                       "Memset", "Memcpy", "CatArrayBatchedCopy")
 # Of the GPU time of a call, what other kernels may take: 10% of it plus 10 µs. An exercise's permitted
 # PyTorch finish (cross-entropy's mean over rows, a sum of per-program partials) is a few small kernels
 # of a few µs each at any size, while the Triton work gets faster with the GPU: on an H200 the reference
