@@ -376,3 +376,22 @@ def test_a_composed_exercise_takes_autograd_through_the_student_s_functions_only
     single = exercises.get("day5.attention_backward")     # not composed: the output itself must be one
     with pytest.raises(CheckFailed, match="does not come from a torch.autograd.Function"):
         checks.from_a_function(single, through_one, "the output")
+
+
+@on_cpu_only
+def test_a_tensor_method_on_an_interpreter_int_is_explained():
+    # In the interpreter a loop variable is a Python int even where its bounds are tensors: `.to` fails
+    # there, and only there. The error says why and what works on both.
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def ones_kernel(x_ptr, n):
+        for i in range(tl.program_id(0), n, 4):
+            tl.store(x_ptr + i.to(tl.int64), 1.0)
+
+    x = torch.zeros(8)
+    with pytest.raises(Exception) as info:
+        ones_kernel[(2,)](x, 8)
+    said = checks.where_it_raised(info.value)
+    assert "'int' object has no attribute 'to'" in said and "tl.cast(i, tl.int64)" in said, said

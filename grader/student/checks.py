@@ -75,7 +75,18 @@ def where_it_raised(e: BaseException) -> str:
     cause = e if isinstance(e, OutOfBounds) else e.__cause__
     if isinstance(cause, OutOfBounds):   # the interpreter wraps it: the grader's own words are the point
         return "\n".join(lines + [str(cause)])
-    return "\n".join(lines + traceback.format_exception_only(type(e), e)).rstrip()
+    said = "\n".join(lines + traceback.format_exception_only(type(e), e)).rstrip()
+    if isinstance(cause, AttributeError) and str(cause).startswith("'int' object has no attribute"):
+        said += "\n" + INTERPRETER_INT
+    return said
+
+
+# The interpreter runs a kernel as Python: values that are tensors once compiled for a GPU can be plain
+# ints there (a `for` loop's variable, whatever its bounds), and a tensor's method fails on them only there.
+INTERPRETER_INT = ("In Triton's CPU interpreter the variable of a `for ... in range(...)` loop is a plain Python "
+                   "int, even when its bounds are tensors (compiled for a GPU it is a tensor), so a tensor method "
+                   "such as `.to(tl.int64)` fails on it there only. Write `tl.cast(i, tl.int64)`, which works in "
+                   "both, or widen the bounds before the loop.")
 
 
 def watch_student(spec, inputs, **options):
