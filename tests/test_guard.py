@@ -518,9 +518,17 @@ def _column_at_a_time(h, w, t):
     (lambda h, w, t: torch.div(torch.mm(h, w.t()), 0.25, rounding_mode="floor"), "aten.div with rounding"),
     (lambda h, w, t: kernels.add(torch.mm(h, w.t()), torch.zeros(6, 9, device=h.device)).reciprocal(), "aten.reciprocal on a tensor"),
     (_column_at_a_time, "more than 88 PyTorch ops other than sums and scalings on tensors of 6 elements or fewer"),
+    # squares by products (a red team's norm, softmax and SwiGLU with no Triton math): the product of a
+    # tensor with itself, with a copy of itself, with another made from it, or a row at a time
+    (lambda h, w, t: torch.mm(h, h.t()).reshape(-1)[::7], "aten.mm of two factors computed from the same tensor"),
+    (lambda h, w, t: torch.mm(h.clone() * 2, h.t()), "aten.mm of two factors computed from the same tensor"),
+    (lambda h, w, t: torch.mm(torch.mm(h, w.t())[:, :1], torch.mm(h, w.t())[:1, :]),
+     "aten.mm of two factors computed from the same tensor"),
+    (lambda h, w, t: [torch.dot(h[i], h[i]) for i in range(6)], "aten.dot of two factors computed from the same"),
 ], ids=["square", "step function", "row maximum by clamp", "logits by broadcasting", "bits as int", "cast to int", "complex", "float8", "a storage",
         "too many ops on large tensors", "a number at a time",
-        "reciprocal by div", "reciprocal by div of a number", "floor", "kernel copy", "a column at a time"])
+        "reciprocal by div", "reciprocal by div of a number", "floor", "kernel copy", "a column at a time",
+        "x x^T", "x times a copy of x", "outer product of logits", "a row's dot with itself"])
 def test_only_linear_maps_of_large_tensors_are_pytorch_s_where_an_exercise_says_so(work, what):
     forbidden = _bookkeeping_only(work)
     assert any(what in f for f in forbidden), forbidden
@@ -528,6 +536,8 @@ def test_only_linear_maps_of_large_tensors_are_pytorch_s_where_an_exercise_says_
 
 def test_an_honest_chunked_step_does_only_linear_maps_of_large_tensors():
     assert _bookkeeping_only(_honest_chunked_step) == []
+    # a kernel's output is a value of its own: its product with the tensor it was computed from is fine
+    assert _bookkeeping_only(lambda h, w, t: torch.mm(kernels.add(h, torch.zeros_like(h)).t(), h)) == []
     with watch(also_allowed=PRODUCTS_AND_SUMS) as record:   # the rule applies only where asked for
         torch.mm(torch.ones(20, 20), torch.ones(20, 20)).clamp_min(0.0)
     assert record.forbidden() == []

@@ -169,6 +169,21 @@ VARIANTS = [
     ("training step: PyTorch's autograd through PyTorch's RMSNorm", "day5/training_step", "day5.training_step",
      {"    h = RMSNorm.apply(x, norm2)\n": "    h = torch.nn.functional.rms_norm(x, (d,), norm2, eps=1e-6)\n"},
      ["computed with PyTorch"]),
+    # a red team's norm with no Triton math: each token's sum of squares as the diagonal of x x^T, a
+    # square root by Newton's method on those per-token values, the weight as a diagonal matrix
+    ("training step: RMSNorm from products of x with itself", "day5/training_step", "day5.training_step",
+     {"        rmsnorm_forward_kernel[(x.shape[0],)](x, w, y, rstd, x.shape[1], 1e-6, BLOCK=block,\n"
+      "                                              num_warps=4 if block <= 1024 else 8)\n":
+      "        n = x.shape[1]\n"
+      "        ms = (x @ x.t()).reshape(-1)[::x.shape[0] + 1] / n + 1e-6\n"
+      "        s = ms * 0.5 + 0.5\n"
+      "        for _ in range(30):\n"
+      "            s = (s + ms / s) * 0.5\n"
+      "        rstd.copy_(torch.ones_like(s) / s)\n"
+      "        D = torch.zeros(n, n)\n"
+      "        D.view(-1)[::n + 1].copy_(w)\n"
+      "        y.copy_((x * rstd[:, None]) @ D)\n"},
+     ["computed with PyTorch", "aten.mm of two factors computed from the same tensor"]),
     ("bias + GELU: bias of the row instead of the column", "day1/bias_gelu", "day1.bias_gelu",
      {"b_ptr + offsets % n_cols": "b_ptr + (offsets // n_cols) % n_cols"}, ["elements differ", "offset % n_cols"]),
     ("vector add: grid rounded down", "day1/vector_add", "day1.vector_add",
@@ -266,6 +281,11 @@ HONEST_VARIANTS = [
       "    packed = torch.stack((q, k, v)).permute(1, 3, 0, 2, 4).reshape(b, n, 3 * d)\n"
       "    o = CausalAttention.apply(packed).view(b, n, heads, 64).transpose(1, 2).contiguous()\n"
       "    x = x + o.transpose(1, 2).reshape(b * n, d) @ wo"}),
+    # the products by torch.einsum (which runs bmm)
+    ("training step: products by einsum", "day5/training_step", "day5.training_step",
+     {"    x = torch.addmm(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d), wo)  # x + a @ wo":
+      '    x = x + torch.einsum("td,de->te", CausalAttention.apply(torch.einsum("td,de->te", h, wqkv)'
+      '.view(b, n, 3 * d)).view(b * n, d), wo)'}),
     # integers compared with a threshold instead of floats with p
     ("dropout: integer threshold", "day5/dropout", "day5.dropout",
      {"tl.where(r >= p, x * scale, 0.0)": "tl.where((r * 16777216.0).to(tl.int32) >= (p * 16777216.0), x * scale, 0.0)"}),

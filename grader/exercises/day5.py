@@ -353,8 +353,8 @@ training_step = KernelExercise(
     # cuBLAS's products (and their backward through autograd), the residual additions, and sums of
     # per-program partial results; on tensors larger than one number per token only linear maps: the
     # norms, the attention and the SwiGLU are the kernels'.
-    also_allowed=("mm", "addmm", "matmul", "t", "add", "add_", "sum", "mul", "div", "zeros", "zero_", "fill_",
-                  "copy_", "_to_copy", "to"),
+    also_allowed=("mm", "addmm", "matmul", "bmm", "t", "add", "add_", "sum", "mul", "div", "zeros", "zero_",
+                  "fill_", "copy_", "_to_copy", "to"),
     linear_above=lambda x, *rest: x.shape[0] * x.shape[1],
     library_kernels=("gemm", "nvjet", "cutlass", "xmma", "splitKreduce", "CUDAFunctor_add", "reduce_kernel"),
     speed_hint="the products are about 70% of the step and cuBLAS's already: the rest is where you win. Write each "

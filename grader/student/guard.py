@@ -65,6 +65,9 @@ HOST_ELEMENTS = 64
 # that an element a kernel forgets to write shows up as such instead of as leftover data, and puts
 # guard bytes before and after them (CallRecord.guarded) so that a store past the end shows too.
 POISONED_OPS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
+# Ops whose results depend on no tensor's values (for CallRecord.sources), only on shapes and numbers
+ALLOCATIONS = POISONED_OPS | frozenset("""zeros zeros_like new_zeros ones ones_like new_ones full full_like
+new_full arange""".split())
 # Guard bytes on each side (a multiple of 256: the tensor stays aligned as an allocation is). A store
 # past the end begins with the elements right after it, so a few suffice; small enough that filling
 # them runs on one thread (a notebook at its process limit cannot start more).
@@ -99,6 +102,21 @@ class CallRecord:
     large_ops: int = 0
     small_ops: int = 0
     beyond_bookkeeping: bool = False   # whether any of torch_ops broke that rule
+    # ... and what each storage's values were computed from by PyTorch ({address: the storages, or
+    # launches, they came from}): a product of two factors with a common source is refused (PRODUCTS)
+    sources: dict = field(default_factory=dict)
+    fresh: int = 0                     # ids of the values that Triton launches wrote
+
+    def sources_of(self, t: torch.Tensor) -> frozenset:
+        """What PyTorch computed t's values from, as far as this call saw: an input is its own source."""
+        address = _storage(t).data_ptr()
+        return self.sources.get(address, frozenset((address,)))
+
+    def launched_with(self, values) -> None:
+        """A Triton launch may have written any of its tensors: from now on each is a value of its own."""
+        for t in _tensors_in(values):
+            self.fresh += 1
+            self.sources[_storage(t).data_ptr()] = frozenset((("launch", self.fresh),))
 
     def note_storages(self, values) -> set:
         """The storages of the tensors among `values` (nested in lists, tuples and dicts), noted as
@@ -164,6 +182,16 @@ class CallRecord:
 
 def _storage(t: torch.Tensor):
     return torch._C.TensorBase.untyped_storage(t)   # the method itself, not the guard's wrapper
+
+
+# Products, with the positions of their two factors. A product is linear in each factor, not in both:
+# a red team computed squares, and from them a whole norm, softmax and SwiGLU, from products of a tensor
+# with itself or with another made from the same input (x @ x.T, the diagonal of an outer product). With
+# linear_above, the factors of a product may not share a source (CallRecord.sources): in an honest step
+# one factor is a weight, or a kernel's output, and the other comes from elsewhere.
+PRODUCTS = {"mm": (0, 1), "bmm": (0, 1), "matmul": (0, 1), "mv": (0, 1), "dot": (0, 1), "vdot": (0, 1),
+            "addmm": (1, 2), "addmm_": (1, 2), "baddbmm": (1, 2), "baddbmm_": (1, 2), "addbmm": (1, 2),
+            "addmv": (1, 2)}
 
 
 def _elements(n: int) -> str:
@@ -255,7 +283,8 @@ class _Watcher(TorchDispatchMode):
         """watch(linear_above=bound): only linear maps of large tensors, and only so many ops on them and
         other ops on smaller ones (LINEAR_OPS)."""
         record, bound = self.record, self.record.linear_above
-        problem = _beyond_linear(func, name, args, kwargs, out, bound)
+        problem = _beyond_linear(func, name, args, kwargs, out, bound) or self._self_product(name, args)
+        self._note_sources(name, args, kwargs, out)
         if problem:
             record.torch_ops.append(problem)
             record.beyond_bookkeeping = True
@@ -274,6 +303,28 @@ class _Watcher(TorchDispatchMode):
                 record.torch_ops.append(f"more than {record.small_ops - 1} PyTorch ops other than sums and "
                                         f"scalings on tensors of {_elements(bound)} or fewer (a few rows or a "
                                         f"column at a time)")
+
+    def _self_product(self, name, args) -> str | None:
+        """A product whose two factors were computed from a common source: not a linear map."""
+        if name not in PRODUCTS or len(args) <= max(PRODUCTS[name]):
+            return None
+        first, second = (args[i] for i in PRODUCTS[name])
+        if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)):
+            return None
+        if self.record.sources_of(first) & self.record.sources_of(second):
+            return f"aten.{name} of two factors computed from the same tensor (a product of a tensor with itself)"
+        return None
+
+    def _note_sources(self, name, args, kwargs, out) -> None:
+        """What the op's results were computed from: everything it read (an allocation: nothing). An
+        op that writes into a tensor (copy_, add_, out=) adds to what that tensor already held."""
+        record = self.record
+        read = frozenset().union(*(record.sources_of(t) for t in _tensors_in((args, kwargs)))) \
+            if name not in ALLOCATIONS else frozenset()
+        for t in _tensors_in(out):
+            address = _storage(t).data_ptr()
+            record.sources[address] = read | (record.sources.get(address, frozenset())
+                                              if name.endswith("_") or "out" in kwargs else frozenset())
 
     def _custom_op(self, func, args, kwargs):
         """A custom operator: opaque to a dispatch mode, so its name says nothing of what it computes
@@ -560,6 +611,8 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
         if record.touched is not None:
             record.note_storages((args, kwargs))
         if counts and not kwargs.get("warmup", False):
+            if record.linear_above is not None:
+                record.launched_with((args, kwargs))
             record.launches += 1
             if type(self).__name__ == "GridExecutor" and len(record.interpreted) < 16:
                 record.interpreted += gpu_compile.launch(self, args, kwargs)
