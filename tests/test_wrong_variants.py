@@ -55,8 +55,9 @@ VARIANTS = [
      {"b.stride(0), b.stride(1)": "b.shape[1], 1"}, ["b transposed", "elements differ", "strides"]),
     ("matmul: a assumed contiguous", "day3/matmul", "day3.matmul",
      {"a.stride(0), a.stride(1),": "a.shape[1], 1,"}, ["a transposed", "elements differ", "strides"]),
-    # A missing K mask reads whatever lies past the end of each row; reading out of bounds can crash the
-    # interpreter, so this variant stands in for it with ones instead of zeros in the K tail.
+    # A missing K mask reads whatever lies past the end of each row (inside the tensor, or past its end,
+    # which bounds.py stops and explains: tests below); this variant stands in for the wrong values it
+    # reads with ones instead of zeros in the K tail.
     ("matmul: K tail not zeroed", "day3/matmul", "day3.matmul",
      {"a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)":
       "a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=1.0)",
@@ -75,6 +76,12 @@ VARIANTS = [
     ("attention: scaled by 1/d, not 1/sqrt(d)", "day4/flash_attention", "day4.attention",
      {"qk_scale = 1.4426950408889634 / math.sqrt(head_dim)": "qk_scale = 1.4426950408889634 / head_dim"},
      ["elements differ", "1/sqrt(head_dim)"]),
+    # rows found as if q were contiguous: right on a fresh (batch, heads, N, d) tensor, wrong on the views
+    # of one projection the block hands over
+    ("attention: the rows' stride taken as head_dim", "day4/flash_attention", "day4.attention",
+     {"q = tl.load(q_ptr + offs_m[:, None] * stride_qn + offs_d[None, :]":
+      "q = tl.load(q_ptr + offs_m[:, None] * HEAD_DIM + offs_d[None, :]"},
+     ["(o)", "elements differ", "'strided'"]),
     ("transformer block: residual dropped", "day4/flash_attention", "day4.transformer_block",
      {"x2 = matmul(a, wo, residual=x2)": "x2 = matmul(a, wo)"}, ["(out)", "elements differ", "residual"]),
     ("attention backward: dQ not scaled by 1/sqrt(d)", "day5/flash_attention_backward", "day5.attention_backward",

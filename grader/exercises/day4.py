@@ -10,11 +10,15 @@ import torch.nn.functional as F
 from grader.exercises.spec import KernelExercise
 
 CAUSAL = "causal"  # a shape tagged with this asks for causal attention
+STRIDED = "strided"  # ... and this for q, k, v as views of one projection, (batch, N, 3, heads, d) permuted
 
 
 def qkv_inputs(shape, dtype, device, gen):
     b, h, n, d = shape[:4]
-    q, k, v = (torch.randn(b, h, n, d, generator=gen, device=device).to(dtype) for _ in range(3))
+    if STRIDED in shape:   # as the transformer block makes them: no copy between the projection and attention
+        q, k, v = torch.randn(b, n, 3, h, d, generator=gen, device=device).to(dtype).permute(2, 0, 3, 1, 4)
+    else:
+        q, k, v = (torch.randn(b, h, n, d, generator=gen, device=device).to(dtype) for _ in range(3))
     return q, k, v, CAUSAL in shape
 
 
@@ -94,11 +98,13 @@ attention = KernelExercise(
     baseline=sdpa_baseline,
     baseline_name="F.scaled_dot_product_attention (FLASH_ATTENTION backend)",
     baseline_label=_sdpa_baseline_label,
-    cpu_shapes=((1, 1, 1, 16), (1, 2, 37, 16, CAUSAL), (1, 2, 64, 32), (2, 1, 100, 64, CAUSAL)),
+    cpu_shapes=((1, 1, 1, 16), (1, 2, 37, 16, CAUSAL), (1, 2, 64, 32), (2, 1, 100, 64, CAUSAL),
+                (2, 2, 20, 16, CAUSAL, STRIDED)),
     gpu_shapes=((1, 1, 1, 64), (2, 3, 37, 64, CAUSAL), (1, 4, 1000, 128), (2, 2, 1025, 64, CAUSAL),
-                (1, 2, 777, 128, CAUSAL)),
-    hidden_cpu_shapes=((1, 3, 130, 16), (1, 1, 129, 64, CAUSAL)),
-    hidden_gpu_shapes=((4, 16, 4096, 128), (4, 16, 4096, 64, CAUSAL), (1, 2, 3001, 128, CAUSAL)),
+                (1, 2, 777, 128, CAUSAL), (2, 4, 300, 64, CAUSAL, STRIDED)),
+    hidden_cpu_shapes=((1, 3, 130, 16), (1, 1, 129, 64, CAUSAL), (1, 2, 45, 32, STRIDED)),
+    hidden_gpu_shapes=((4, 16, 4096, 128), (4, 16, 4096, 64, CAUSAL), (1, 2, 3001, 128, CAUSAL),
+                       (2, 16, 2048, 64, CAUSAL, STRIDED)),
     speed_shape=(4, 16, 4096, 128),
     target=1.1,
     cpu_dtypes=(torch.float16, torch.float32),
