@@ -39,6 +39,8 @@ EXPECTED = {
     "d1_spins": ("day1", 5, 9, "vector_add's kernel never ends (killed); the other two notebooks right"),
     "d1_crashes": ("day1", 5, 9, "vector_add reads far out of bounds (this used to kill its kernel); the others "
                    "right"),
+    "d1_dies": ("day1", 5, 9, "vector_add's notebook kills its own kernel (os.abort() in a cell before the answer); "
+                "the other two notebooks right"),
     "d1_cells_moved": ("day1", 8, 14, "right, a test cell deleted and a graded cell duplicated"),
     "d1_truncated": ("day1", 0, 0, "vector_add cut off mid-file"),
     "d1_empty_file": ("day1", 0, 0, "a 0-byte vector_add"),
@@ -292,13 +294,19 @@ def submissions() -> dict:
                 insert_before(nb, "add", "!nvidia-smi")
                 insert_before(nb, "add", "%pip install einops")
             give(student, day, "vector_add", nb, i)
+        elif student == "d1_dies":
+            nb = filled(day, "vector_add")
+            insert_before(nb, "add", "import os\nos.abort()   # the process ends at once, as a segfault would end it")
+            give(student, day, "vector_add", nb, i)
+            for name in ("bias_gelu", "predict_runtime"):
+                give(student, day, name, filled(day, name), i)
         elif student in ADD_VARIANTS:
             nb = filled(day, "vector_add")
             cell(nb, "add").source = ADD_VARIANTS[student]
             if student in PATCHES:
                 insert_before(nb, "add", PATCHES[student])
             give(student, day, "vector_add", nb, i)
-            if student in ("d1_spins", "d1_crashes"):
+            if student in ("d1_spins", "d1_crashes", "d1_dies"):
                 for name in ("bias_gelu", "predict_runtime"):
                     give(student, day, name, filled(day, name), i)
         elif student == "d1_patches_check":

@@ -82,7 +82,8 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
             {(s, nb) for s, e in EXPECTED.items() if e[0] == day and (not ONLY or s in ONLY) for nb in NOTEBOOKS[day]}
         assert all(row["torch"] and row["triton"] for row in log)
     unfinished = [(key, r.status, r.reason) for key, r in status.items()
-                  if r.status not in ("graded", "not submitted") and key != ("d1_spins", "vector_add")]
+                  if r.status not in ("graded", "not submitted") and key not in (("d1_spins", "vector_add"),
+                                                                                   ("d1_dies", "vector_add"))]
     assert not unfinished, unfinished
     if "day1" in DAYS and (not ONLY or {"d1_spins", "d1_crashes"} <= ONLY):
         spun = status[("d1_spins", "vector_add")]
@@ -98,6 +99,15 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
         # cell fails, scores 0, and the notebook is graded on.
         assert status[("d1_crashes", "vector_add")].status == "graded"
         assert status[("d1_crashes", "bias_gelu")].status == "graded"
+    if "day1" in DAYS and (not ONLY or "d1_dies" in ONLY):
+        # A kernel that dies (here by os.abort(), as a segfault would end it): the notebook scores 0, the
+        # student's other notebooks are graded, and the feedback says what happened and what to check
+        died = status[("d1_dies", "vector_add")]
+        assert died.status == "failed" and failure_feedback.kind_of({"status": died.status, "reason": died.reason}) == "died", \
+            (died.status, died.reason)
+        failure_feedback.write(Course.of(course_copy), "day1")
+        page = (course_copy / "grading" / "feedback" / "d1_dies" / "day1" / "vector_add.html").read_text()
+        assert "kernel running your notebook died" in page and "mask" in page, page
 
     # Grading again changes nothing: day 1 again (its crashes and cheats; each day is graded on its own,
     # so the others would only repeat the same path). Not the endless notebook, which would hold a worker
