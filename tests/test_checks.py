@@ -395,3 +395,13 @@ def test_a_tensor_method_on_an_interpreter_int_is_explained():
         ones_kernel[(2,)](x, 8)
     said = checks.where_it_raised(info.value)
     assert "'int' object has no attribute 'to'" in said and "tl.cast(i, tl.int64)" in said, said
+
+
+def test_an_illegal_memory_access_on_a_gpu_is_explained():
+    # CUDA's own words name no kernel and leave the notebook's CUDA context unusable: the failure says
+    # what it means, that the notebook must restart, and how to find the access.
+    try:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    except RuntimeError as e:
+        said = checks.where_it_raised(e)
+    assert "illegal memory access" in said and "restart" in said and "compute-sanitizer" in said, said

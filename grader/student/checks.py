@@ -78,7 +78,18 @@ def where_it_raised(e: BaseException) -> str:
     said = "\n".join(lines + traceback.format_exception_only(type(e), e)).rstrip()
     if isinstance(cause, AttributeError) and str(cause).startswith("'int' object has no attribute"):
         said += "\n" + INTERPRETER_INT
+    if "illegal memory access" in str(e) or "misaligned address" in str(e):
+        said += "\n" + ILLEGAL_ACCESS
     return said
+
+
+# On a GPU an access outside every allocation stops the kernel with a CUDA error, which then poisons the
+# process's CUDA context: every later call fails the same way until the notebook's kernel restarts.
+ILLEGAL_ACCESS = ("A kernel read or wrote memory outside its tensors (a missing or wrong `mask=`, an offset that "
+                  "overflows int32, a wrong stride). After this error every CUDA call in the notebook fails: "
+                  "restart it. To find the access, run the check on a CPU (Triton's interpreter stops it and "
+                  "names the kernel, the tensor and the element), or run your code under `compute-sanitizer` "
+                  "where it is installed.")
 
 
 # The interpreter runs a kernel as Python: values that are tensors once compiled for a GPU can be plain
