@@ -122,3 +122,25 @@ def test_autograde_gives_solutions_correctness_points_and_exercises_zero(course_
     if not DEVICE.is_gpu and "day1" in DAYS:
         graded = (course_copy / "grading" / "autograded" / "reference" / "day1" / "vector_add.ipynb").read_text()
         assert "needs a CUDA GPU" in graded
+
+
+EXPECTED_TIME = re.compile(r"\*Expected time: (\d+) minutes(?: \(core\), (\d+) with the optional parts)?")
+
+
+def test_every_notebook_of_a_timed_day_states_its_time_and_the_readme_adds_them_up():
+    # Days 2, 4 and 5 are planned to fit in a day: each lecture and exercise says how long it takes, and
+    # the README's table is their sum (core, with the optional parts, exercises).
+    readme = (REPO / "README.md").read_text()
+    for day in ("day2", "day4", "day5"):
+        core = optional = exercises = 0
+        for folder in ("course", "solutions"):
+            for path in sorted((REPO / folder / day).glob("*.ipynb")):
+                found = EXPECTED_TIME.search(nbformat.read(path, as_version=4).cells[0].source)
+                assert found, f"{path.relative_to(REPO)} states no expected time"
+                minutes, with_optional = int(found.group(1)), int(found.group(2) or found.group(1))
+                if folder == "course":
+                    core, optional = core + minutes, optional + with_optional
+                else:
+                    exercises += minutes
+        row = f"| {day[3:]} | {core} min | {optional} min | {exercises} min |"
+        assert row in readme, f"README: expected the row {row}"
