@@ -334,7 +334,7 @@ def test_occupancy_of_an_unknown_gpu_is_not_guessed():
 
 def test_a_launched_kernels_resource_usage_is_noted_and_said_in_the_speed_feedback():
     from types import SimpleNamespace
-    from grader.checker.verdicts import _compiled_said
+    from grader.student.gpu_compile import usage_said as _compiled_said   # the checker's and a notebook's
     from grader.student.guard import CallRecord, _note_compiled
     record = CallRecord()
     kernel = SimpleNamespace(n_regs=168, n_spills=6, metadata=SimpleNamespace(name="matmul_kernel", num_warps=8,

@@ -316,7 +316,8 @@ class Checker:
             raise CheckFailed("\n".join(lines) + f"\n{spec.title}: this time is beyond what {self.dev.name} can "
                               f"physically do, so the work was not all done in the timed calls: not credited.")
         points = round(result.credit * call.points, 4)
-        lines += _compiled_said(compiled, self.dev)
+        from grader.student.gpu_compile import usage_said   # (lazily, as before: the checker seldom needs it)
+        lines += usage_said(compiled, self.dev)
         self._outcome.records.append(dict(result.record(points, call.points), credited=True))
         lines.append(f"  speed score: {points:.2f} of {call.points:g} (timed by the grader's clock, outside your process)")
         return lines, points
@@ -342,18 +343,3 @@ class Checker:
             baseline = step_memory(spec, spec.baseline, args, dy, student=False)
         return yours, baseline
 
-
-def _compiled_said(compiled, dev) -> list:
-    """Lines on what the student's kernels asked of this GPU's SMs, as its driver loaded them (the kernel's
-    process reports them: checked for form, said as feedback, never part of a verdict)."""
-    from grader.student.gpu_compile import describe_usage
-    usage = []
-    for u in compiled if isinstance(compiled, list) else []:
-        if not isinstance(u, dict) or not isinstance(u.get("kernel"), str):
-            continue
-        figures = {k: u.get(k) for k in ("registers", "local_bytes", "num_warps", "shared")}
-        if all(isinstance(v, int) and 0 <= v < 2**24 for v in figures.values()) and figures["num_warps"] > 0:
-            usage.append(dict(figures, kernel=u["kernel"][:80], target=dev.name, capability=dev.capability))
-    lines = describe_usage(usage)
-    return ["  what your kernels ask of each SM:"] + [line.replace(f" on {dev.name}:", ":", 1) for line in lines] \
-        if lines else []

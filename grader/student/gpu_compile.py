@@ -276,3 +276,19 @@ for spec in setup["specs"]:
             usage.append(dict(resource_usage(compiled), kernel=spec["kernel"], target=target_name))
 print(json.dumps({"judged": judged, "failures": failures, "usage": usage}))
 '''
+
+
+def usage_said(compiled, dev) -> list:
+    """Lines on what the student's kernels asked of this GPU's SMs, as its driver loaded them: for the
+    checker, from what the kernel's process reports (checked for form, said as feedback, never part of
+    a verdict), and for a student's own speed check, from its launches."""
+    usage = []
+    for u in compiled if isinstance(compiled, list) else []:
+        if not isinstance(u, dict) or not isinstance(u.get("kernel"), str):
+            continue
+        figures = {k: u.get(k) for k in ("registers", "local_bytes", "num_warps", "shared")}
+        if all(isinstance(v, int) and 0 <= v < 2**24 for v in figures.values()) and figures["num_warps"] > 0:
+            usage.append(dict(figures, kernel=u["kernel"][:80], target=dev.name, capability=dev.capability))
+    lines = describe_usage(usage)
+    return ["  what your kernels ask of each SM:"] + [line.replace(f" on {dev.name}:", ":", 1) for line in lines] \
+        if lines else []
