@@ -276,3 +276,19 @@ def test_notebooks_are_made_ready_ahead_only_where_cores_are_to_spare():
     assert batch.notebooks_ahead(["0"], cores=4) == 1
     assert batch.notebooks_ahead(["0"], cores=2) == 0                    # a small GPU machine: one at a time
     assert batch.notebooks_ahead(["0", "1"], cores=4) == 0
+
+
+def test_a_notebook_whose_kernel_never_started_is_graded_again_and_no_other():
+    # Two kernels starting at once can pick the same port: nbgrader then reports a kernel that died or
+    # never answered before any cell ran. No student code ran, so the batch grades the notebook again.
+    from grader.pipeline.batch import Run, kernel_never_started
+
+    def run(status, reason):
+        return Run("s", "day1", "vector_add", status, 1.0, reason, "", "", "", "", "")
+    assert kernel_never_started(run("failed", "RuntimeError: Kernel died before replying to kernel_info | ...: scored 0"))
+    assert kernel_never_started(run("failed", "zmq.error.ZMQError: Address already in use: scored 0"))
+    assert kernel_never_started(run("timed out", "still running after 90 s before its first cell ran (its kernel "
+                                                 "did not start or did not answer): scored 0"))
+    assert not kernel_never_started(run("timed out", "still running after 90 s in cell 7 ('x = torch.randn"))
+    assert not kernel_never_started(run("failed", "DeadKernelError: Kernel died: scored 0"))   # while a cell ran
+    assert not kernel_never_started(run("graded", ""))

@@ -208,6 +208,19 @@ def where_it_stood(log: str) -> str:
     return "before its first cell ran (its kernel did not start or did not answer)"
 
 
+# How nbgrader says that a notebook's kernel never started: no student code ran, so the notebook is graded
+# again once. Two kernels starting at once can pick the same TCP port (jupyter_client chooses free ports
+# before the kernel binds them): seen on 2 busy cores as "Address already in use", then "Kernel died
+# before replying to kernel_info" or "Kernel didn't respond".
+KERNEL_NEVER_STARTED = ("Kernel died before replying to kernel_info", "Kernel didn't respond in",
+                        "Address already in use", "before its first cell ran")
+
+
+def kernel_never_started(run: Run) -> bool:
+    """Whether a run that was not graded ended before its kernel ran any of the notebook's cells."""
+    return run.status in ("failed", "timed out") and any(sign in run.reason for sign in KERNEL_NEVER_STARTED)
+
+
 def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhile=lambda: None) -> Run:
     """Give a started notebook its turn and wait for it, killed past timeout_s (counted from its turn).
     `meanwhile` is called about every WAIT_POLL_S while it runs."""
@@ -384,6 +397,12 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
             while started:
                 run = finish_notebook(course, started[0], timeout_s, meanwhile=top_up)
                 started.popleft()
+                if kernel_never_started(run):   # once more, in its own turn: no student code has run
+                    log(f"{run.student} {run.notebook}: its kernel did not start ({run.reason}); grading it again")
+                    again = gates / f"{device or 'cpu'}-{next(numbers)}"
+                    run = finish_notebook(course, start_notebook(course, day, run.student, run.notebook, env,
+                                                                 gpu_info, device, why_not is None, again, forks),
+                                          timeout_s)
                 out.append(run)
                 with lock:
                     done[0] += 1
