@@ -222,9 +222,10 @@ def test_every_reference_solution_keeps_the_rules():
         nb = nbformat.read(path, as_version=4)
         code = [c.source for c in nb.cells if c.cell_type == "code"]
         modules = code_rules.imported_names(code)
-        # what a student writes: the answer cells (the release's locked cells are restored, not checked)
+        # what a student hands in: the answer cells and the notebook's own "Try it" cells, which are not
+        # locked (the release's locked cells are restored, not checked)
         answers = [c.source for c in nb.cells if c.cell_type == "code"
-                   and c.metadata.get("nbgrader", {}).get("solution")]
+                   and not c.metadata.get("nbgrader", {}).get("locked")]
         assert answers, path
         for source in answers:
             verdict = code_rules.check_cell(source, code_rules.NotebookFacts(modules=modules))
