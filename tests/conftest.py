@@ -49,9 +49,9 @@ def course_copy(tmp_path):
 def nbgrader(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run one nbgrader command in a course folder, with the current Python environment (once more if a
     kernel never started: two kernels starting at once on a busy machine can pick the same port)."""
-    from grader.pipeline.batch import KERNEL_NEVER_STARTED
+    from grader.pipeline.batch import NBGRADER_KERNEL_NEVER_STARTED
     proc = Course.of(root).nbgrader(*args)
-    if proc.returncode != 0 and any(sign in proc.stdout + proc.stderr for sign in KERNEL_NEVER_STARTED[:3]):
+    if proc.returncode != 0 and any(sign in proc.stdout + proc.stderr for sign in NBGRADER_KERNEL_NEVER_STARTED):
         proc = Course.of(root).nbgrader(*args)
     if check and proc.returncode != 0:
         raise AssertionError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")

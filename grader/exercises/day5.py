@@ -8,8 +8,8 @@ import torch.nn.functional as F
 
 from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 
-from grader.exercises import day4
-from grader.exercises.day4 import CAUSAL, attention_flops, attention_reference, qkv_inputs
+from grader.exercises.day4 import (CAUSAL, attention_flops, attention_reference, block_eager, block_inputs,
+                                   qkv_inputs, transformer_block_reference)
 from grader.exercises.spec import KernelExercise
 
 
@@ -324,9 +324,9 @@ def _block_step_flops(shape, dtype):
 training_step = KernelExercise(
     key="day5.training_step",
     title="transformer block training step",
-    make_inputs=day4.block_inputs,
-    reference=day4.transformer_block_reference,   # differentiated in float64 (expected_gradients)
-    baseline=day4.block_eager,
+    make_inputs=block_inputs,
+    reference=transformer_block_reference,   # differentiated in float64 (expected_gradients)
+    baseline=block_eager,
     baseline_name="the same block in eager PyTorch (cuBLAS, F.rms_norm, SDPA's default backend), forward "
                   "and backward",
     cpu_shapes=((1, 16, 64, 128), (2, 37, 128, 256)),

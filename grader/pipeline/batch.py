@@ -212,8 +212,9 @@ def where_it_stood(log: str) -> str:
 # again once. Two kernels starting at once can pick the same TCP port (jupyter_client chooses free ports
 # before the kernel binds them): seen on 2 busy cores as "Address already in use", then "Kernel died
 # before replying to kernel_info" or "Kernel didn't respond".
-KERNEL_NEVER_STARTED = ("Kernel died before replying to kernel_info", "Kernel didn't respond in",
-                        "Address already in use", "before its first cell ran")
+NBGRADER_KERNEL_NEVER_STARTED = ("Kernel died before replying to kernel_info", "Kernel didn't respond in",
+                                 "Address already in use")
+KERNEL_NEVER_STARTED = NBGRADER_KERNEL_NEVER_STARTED + ("before its first cell ran",)   # (where_it_stood's)
 
 
 def kernel_never_started(run: Run) -> bool:

@@ -316,15 +316,14 @@ class _Watcher(TorchDispatchMode):
         return None
 
     def _note_sources(self, name, args, kwargs, out) -> None:
-        """What the op's results were computed from: everything it read (an allocation: nothing). An
-        op that writes into a tensor (copy_, add_, out=) adds to what that tensor already held."""
+        """What the op's results were computed from: everything it read (an allocation: nothing). An op
+        that writes into a tensor (copy_, add_, out=) has it among its arguments, so its result keeps
+        what that tensor already held."""
         record = self.record
         read = frozenset().union(*(record.sources_of(t) for t in _tensors_in((args, kwargs)))) \
             if name not in ALLOCATIONS else frozenset()
         for t in _tensors_in(out):
-            address = _storage(t).data_ptr()
-            record.sources[address] = read | (record.sources.get(address, frozenset())
-                                              if name.endswith("_") or "out" in kwargs else frozenset())
+            record.sources[_storage(t).data_ptr()] = read
 
     def _custom_op(self, func, args, kwargs):
         """A custom operator: opaque to a dispatch mode, so its name says nothing of what it computes
