@@ -405,3 +405,31 @@ def test_an_illegal_memory_access_on_a_gpu_is_explained():
     except RuntimeError as e:
         said = checks.where_it_raised(e)
     assert "illegal memory access" in said and "restart" in said and "compute-sanitizer" in said, said
+
+
+def test_the_reference_solution_s_figures_are_said_beside_a_student_s_on_the_card_they_were_measured_on():
+    from grader.exercises import reference_figures as rf
+    from grader.student.checks import SpeedResult
+    run = SpeedResult("softmax", (4096, 4096), "float32", "NVIDIA H200", "torch.softmax", 0.05, 0.1, 1.2,
+                      gbs=2800.0, ceiling_gbs=4000.0,
+                      usage=[{"kernel": "softmax_kernel", "registers": 40, "local_bytes": 0, "num_warps": 8,
+                              "shared": 0, "target": "x"}])
+    figures = rf.with_card({}, "NVIDIA H200", "2026-11-29, torch 2.11, triton 3.6", {"day2.softmax": rf.of_result(run)})
+    assert figures["NVIDIA H200"]["exercises"]["day2.softmax"] == {
+        "ratio": 2.0, "baseline": "torch.softmax", "rate": "2800 GB/s = 70% of the copy bandwidth",
+        "usage": [{"kernel": "softmax_kernel", "registers": 40, "local_bytes": 0, "num_warps": 8, "shared": 0}]}
+    here = rf.said("day2.softmax", "NVIDIA H200", figures)
+    assert here[0] == ("  the course's reference solution, in its benchmark on this GPU (2026-11-29, torch 2.11, "
+                       "triton 3.6): 2.00x torch.softmax, 2800 GB/s = 70% of the copy bandwidth:")
+    assert here[1].startswith("    `softmax_kernel`: 40 registers per thread, no spills, 8 warps") and "occupancy" in here[1]
+    elsewhere = rf.said("day2.softmax", "Tesla T4", figures)
+    assert "on an NVIDIA H200, not this GPU" in elsewhere[0] and len(elsewhere) == 2
+    assert rf.said("day1.vector_add", "NVIDIA H200", figures) == []      # not measured: nothing said
+    # a run of some days updates that card's entries and keeps the rest; the module reads back as written
+    later = rf.with_card(figures, "NVIDIA H200", "2026-11-30", {"day1.vector_add": dict(rf.of_result(run), rate=None)})
+    assert set(later["NVIDIA H200"]["exercises"]) == {"day1.vector_add", "day2.softmax"}
+    assert set(figures["NVIDIA H200"]["exercises"]) == {"day2.softmax"}      # the original is untouched
+    namespace = {}
+    exec(rf.module_text(later), namespace)
+    assert namespace["MEASURED"] == later
+    assert rf.said("day1.vector_add", "NVIDIA H200", later)[0].endswith("2.00x torch.softmax:")

@@ -455,8 +455,11 @@ def test_an_unmasked_store_past_the_end_of_the_output_fails_the_check():
         return out
 
     x, y = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
-    with pytest.raises(CheckFailed, match="past the end of a tensor your function allocated"):
+    with pytest.raises(CheckFailed, match="past the end of a tensor your function allocated") as failed:
         run_student(exercises.get("day1.vector_add"), add_unmasked, (x, y), "a test case")
+    # named as the interpreter names it: the kernel, its pointer argument, how far past the end
+    assert "kernel `add_kernel` (its argument `out_ptr`) wrote" in str(failed.value), failed.value
+    assert "as far as 24 elements past its end" in str(failed.value), failed.value
 
 
 # What Day 5's linear + cross-entropy permits: cuBLAS's products, counts, sums and scalings.

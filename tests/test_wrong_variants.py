@@ -227,7 +227,7 @@ HONEST_VARIANTS = [
         "qk_scale, sm_scale,",
         "    dk = tl.dot(ds_t.to(q.dtype), q, dk)\n    return dk, dv":
         "    dk = tl.dot(ds_t.to(q.dtype), q, dk)\n"
-        "    dq = tl.dot(tl.trans(ds_t), k.to(tl.float32)) * sm_scale\n"
+        "    dq = tl.dot(tl.trans(ds_t).to(k.dtype), k) * sm_scale\n"
         "    tl.atomic_add(dq_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], dq, mask=rows[:, None])\n"
         "    return dk, dv",
         "def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,":

@@ -24,6 +24,7 @@ import torch
 
 from grader import device as _device
 from grader import exercises, hardware, timing
+from grader.exercises import reference_figures
 from grader.student import serve
 from grader.checker.exchange import ExchangeError
 from grader.compare import CheckFailed
@@ -318,6 +319,7 @@ class Checker:
         points = round(result.credit * call.points, 4)
         from grader.student.gpu_compile import usage_said   # (lazily, as before: the checker seldom needs it)
         lines += usage_said(compiled, self.dev)
+        lines += reference_figures.said(spec.key, self.dev.name)
         self._outcome.records.append(dict(result.record(points, call.points), credited=True))
         lines.append(f"  speed score: {points:.2f} of {call.points:g} (timed by the grader's clock, outside your process)")
         return lines, points

@@ -64,6 +64,11 @@ def measure(repeats: int, slow_repeats: int, log=print, days=()) -> tuple:
     return speed_rows, prediction_rows, backend_lines
 
 
+def median_run(results):
+    """The grading whose ratio is the median of the repeats."""
+    return sorted(results, key=lambda r: r.ratio)[len(results) // 2]
+
+
 def speed_table(speed_rows, repeats: int, slow_repeats: int) -> list:
     lines = [
         "| exercise | shape | dtype | baseline | baseline ms | reference ms | ratio: median (min to max) | "
@@ -73,7 +78,7 @@ def speed_table(speed_rows, repeats: int, slow_repeats: int) -> list:
     ]
     for key, results, slow in speed_rows:
         ratios = [r.ratio for r in results]
-        mid = sorted(results, key=lambda r: r.ratio)[len(results) // 2]
+        mid = median_run(results)
         below = sum(r.credit < 1 for r in results)    # time, or where it is graded too, memory
         if mid.gbs:
             achieved, ceiling = f"{mid.gbs:.0f} GB/s", f"{100 * mid.gbs / mid.ceiling_gbs:.0f}% of copy"
@@ -93,7 +98,9 @@ def speed_table(speed_rows, repeats: int, slow_repeats: int) -> list:
     return lines
 
 
-def write_report(repeats: int, slow_repeats: int, out: Path, log=print, days=()) -> int:
+def write_report(repeats: int, slow_repeats: int, out: Path, log=print, days=(), figures: Path | None = None) -> int:
+    """Measure and write the report to `out`; with `figures`, also the references' figures on this card
+    (grader/exercises/measured_figures.py, which speed feedback shows beside a student's)."""
     import torch
 
     import grader
@@ -104,6 +111,13 @@ def write_report(repeats: int, slow_repeats: int, out: Path, log=print, days=())
         log("bench needs a CUDA GPU: the speed of the reference solutions is measured there.")
         return 2
     speed_rows, prediction_rows, backend_lines = measure(repeats, slow_repeats, log, days)
+    if figures is not None and speed_rows:
+        from grader.exercises import measured_figures, reference_figures
+        when = f"{datetime.date.today().isoformat()}, torch {dev.torch_version}, triton {dev.triton_version}"
+        measured = {key: reference_figures.of_result(median_run(results)) for key, results, _ in speed_rows}
+        figures.write_text(reference_figures.module_text(
+            reference_figures.with_card(measured_figures.MEASURED, dev.name, when, measured)))
+        log(f"figures of the reference solutions on {dev.name} written to {figures}")
     lines = [
         "# Reference solutions vs PyTorch",
         "",

@@ -80,9 +80,9 @@ def release(selected: list) -> int:
     return 0
 
 
-def bench(repeats: int, slow_repeats: int, out: Path, days=()) -> int:
+def bench(repeats: int, slow_repeats: int, out: Path, days=(), figures: Path | None = None) -> int:
     from grader.pipeline import benchmark_report
-    return benchmark_report.write_report(repeats, slow_repeats, out, days=days)
+    return benchmark_report.write_report(repeats, slow_repeats, out, days=days, figures=figures)
 
 
 def course_run(days: list, lectures: bool, autograde_: bool, out: Path | None, cell_timeout: float) -> int:
@@ -271,6 +271,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--days", nargs="*", default=[], help="only these days (default: every day)")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md",
                    help="where to write the report (default docs/benchmarks.md)")
+    p.add_argument("--figures", type=Path, default=REPO / "grader" / "exercises" / "measured_figures.py",
+                   help="where to write the reference solutions' figures on this card, which speed feedback "
+                   "shows beside a student's (default grader/exercises/measured_figures.py)")
     p = sub.add_parser("course-run", help="run every lecture and autograde every day's solutions and exercises")
     p.add_argument("--days", nargs="*", default=[], help="only these days (default: every day)")
     p.add_argument("--lectures", action="store_true", help="only the lectures (with --autograde: both)")
@@ -311,7 +314,7 @@ def main(argv=None) -> int:
         return student_edition(args.out)
     if args.command == "course-run":
         return course_run(args.days, args.lectures, args.autograde, args.out, args.cell_timeout)
-    return bench(args.repeats, args.slow_repeats, args.out, args.days)
+    return bench(args.repeats, args.slow_repeats, args.out, args.days, args.figures)
 
 
 if __name__ == "__main__":

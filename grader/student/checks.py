@@ -17,6 +17,7 @@ import triton
 
 from grader import _GRADING_AT_IMPORT  # read when the package was imported, before any student cell
 from grader import _PACKAGE_DIR, exercises, hardware, timing
+from grader.exercises import reference_figures
 from grader import device as _device
 from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 from grader.quiet import stderr_to_stdout
@@ -823,6 +824,8 @@ def check_speed(key: str, fn, points: float = 1.0):
     result = measure_speed(key, fn)
     print(result.report())
     for line in gpu_compile.usage_said(result.usage, _device.current()):   # as the grader's feedback says it
+        print(line)
+    for line in reference_figures.said(key, result.device):
         print(line)
     print(f"  speed score: {result.credit * points:.2f} of {points:g}")
     return round(result.credit * points, 4)

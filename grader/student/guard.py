@@ -158,22 +158,49 @@ class CallRecord:
         self.guards.append((memory, pad, moved))
         return poison_(moved)
 
+    # On a GPU, the first launch found to have written into guard bytes, and through which argument:
+    # (kernel, argument, the guard's index). The guards of a launch's tensors are looked at right after it
+    # (in correctness checks only: timed calls allocate no guards), so the message can name them.
+    overrun_by: tuple | None = None
+
+    def look_at_guards(self, kernel: str, named: dict) -> None:
+        """After a GPU launch of `kernel` with arguments `named` ({name: value}): note it if it wrote into
+        the guard bytes of one of its tensors."""
+        if self.overrun_by is not None or not self.guards:
+            return
+        mine = {_storage(memory).data_ptr(): i for i, (memory, _, _) in enumerate(self.guards)}
+        for name, value in named.items():
+            i = mine.get(_storage(value).data_ptr()) if isinstance(value, torch.Tensor) else None
+            if i is not None and self._overrun(*self.guards[i]) is not None:
+                self.overrun_by = (kernel, name, i)
+                return
+
+    def _overrun(self, memory, pad, t):
+        """(where, how many elements away the farthest changed guard byte lies) around `t`, or None."""
+        span = memory.numel() - 2 * pad
+        for where, guard in (("past the end of", memory[pad + span:]), ("before the start of", memory[:pad])):
+            changed = (guard != self.guard_byte).nonzero()
+            if len(changed):
+                past = where.startswith("past")
+                farthest = int(changed[-1]) if past else int(changed[0]) - pad
+                return where, abs(farthest // t.element_size() + (1 if past else 0))
+        return None
+
     def overruns(self) -> str | None:
         """How a kernel wrote outside a tensor the function allocated (the first such tensor), or None."""
-        for memory, pad, t in self.guards:
-            span = memory.numel() - 2 * pad
-            for where, guard in (("past the end of", memory[pad + span:]), ("before the start of", memory[:pad])):
-                changed = (guard != self.guard_byte).nonzero()
-                if len(changed):
-                    first = int(changed[0 if where.startswith("past") else -1]) + (0 if where.startswith("past")
-                                                                                   else -pad)
-                    elements = first // t.element_size() + (1 if where.startswith("past") else 0)
-                    return (f"a kernel wrote {where} a tensor your function allocated (shape {tuple(t.shape)}, "
-                            f"{str(t.dtype).replace('torch.', '')}), {abs(elements)} element(s) "
-                            f"{'past its end' if where.startswith('past') else 'before it'}: a store without a "
-                            f"mask, or with one that lets the last block write beyond the tensor. On a GPU that "
-                            f"write lands in another tensor's memory.")
-        return None
+        found = [(i, self._overrun(*guard)) for i, guard in enumerate(self.guards)]
+        found = [(i, o) for i, o in found if o is not None]
+        if not found:
+            return None
+        by = self.overrun_by
+        i, (where, elements) = next(((i, o) for i, o in found if by and by[2] == i), found[0])
+        t = self.guards[i][2]
+        who = f"kernel `{by[0]}` (its argument `{by[1]}`) wrote" if by and by[2] == i else "a kernel wrote"
+        side = "past its end" if where.startswith("past") else "before it"
+        return (f"{who} {where} a tensor your function allocated (shape {tuple(t.shape)}, "
+                f"{str(t.dtype).replace('torch.', '')}), as far as {_elements(elements)} {side}: a store without a mask, "
+                f"or with one that lets the last block write beyond the tensor. On a GPU that write lands in "
+                f"another tensor's memory.")
 
     def forbidden(self) -> list:
         """The PyTorch computations and device copies the function made (names of ATen ops)."""
@@ -631,6 +658,9 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 launched = original(self, *args, **kwargs)
             if counts and not kwargs.get("warmup", False):
                 _note_compiled(record, launched)
+                if record.guards and type(self).__name__ != "GridExecutor":   # the interpreter checks each access
+                    record.look_at_guards(getattr(self, "__name__", "?"),
+                                          {**dict(zip(getattr(self, "arg_names", ()), args)), **kwargs})
             return launched
         finally:
             watcher.in_triton = depth
