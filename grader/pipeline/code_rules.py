@@ -18,6 +18,8 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+import grader
+
 # Calls and names that reach around the language: running strings as code, setting attributes by
 # name, reading or writing a module's namespace.
 FORBIDDEN_NAMES = frozenset({"exec", "eval", "compile", "__import__", "setattr", "delattr", "getattr", "globals",
@@ -69,9 +71,7 @@ FORBIDDEN_KEYWORDS = frozenset({"weights_only", "allow_pickle"})
 # operator's ways to reach attributes by name: allowed, as getattr is, with public names written out.
 NAMED_GETTERS = frozenset({"attrgetter", "methodcaller"})
 # What a student's cell may use of the grader: its public functions (grader.__all__), not its modules.
-GRADER_API = frozenset({"setup", "current", "Device", "check", "check_speed", "check_prediction",
-                        "check_prediction_on_gpu", "report_speed", "credit", "grading", "bench", "CheckFailed",
-                        "GPURequired"})
+GRADER_API = frozenset(grader.__all__)
 # The only objects whose attributes a student's code sets: an autograd.Function's ctx and its own objects.
 SETTABLE_ROOTS = frozenset({"ctx", "self", "cls"})   # cls: a classmethod's own class (a kernel cache on it)
 # Attributes of Triton's own objects that its documented idioms set or call: a tensor descriptor's block

@@ -89,8 +89,9 @@ def where_it_raised(e: BaseException) -> str:
 ILLEGAL_ACCESS = ("A kernel read or wrote memory outside its tensors (a missing or wrong `mask=`, an offset that "
                   "overflows int32, a wrong stride). After this error every CUDA call in the notebook fails: "
                   "restart it. To find the access, run the check on a CPU (Triton's interpreter stops it and "
-                  "names the kernel, the tensor and the element), or run your code under `compute-sanitizer` "
-                  "where it is installed.")
+                  "names the kernel, the tensor and the element), or, after the restart, run one call under "
+                  "compute-sanitizer where it is installed: `grader.sanitize(your_function, *its_inputs)` names "
+                  "the kernel, the thread and how far past which tensor it went.")
 
 
 # The interpreter runs a kernel as Python: values that are tensors once compiled for a GPU can be plain

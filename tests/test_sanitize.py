@@ -1,0 +1,153 @@
+"""grader.sanitize: a student's function run once under compute-sanitizer in a process of its own."""
+import os
+import runpy
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from conftest import DEVICE, REPO, needs_gpu
+from grader.student import sanitize as S
+
+# A notebook's cells, as one file run as __main__ (as IPython runs cells): a kernel with a jitted helper
+# and an autotune config list, a host helper, a constant and the notebook's `dev`.
+NOTEBOOK = '''
+import torch
+import triton
+import triton.language as tl
+import grader
+dev = grader.setup(quiet=True)
+SCALE = 2.0
+CONFIGS = [triton.Config({"BLOCK": 64}, num_warps=4)]
+
+
+@triton.jit
+def _scaled(x, s):
+    return x * s
+
+
+@triton.autotune(configs=CONFIGS, key=["n"])
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, s, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, _scaled(tl.load(x_ptr + offs, mask=m), s), mask=m)
+
+
+def grid_of(n):
+    return (triton.cdiv(n, 64),)
+
+
+def scale(x):
+    y = torch.empty_like(x, device=dev.torch_device)
+    scale_kernel[grid_of(x.numel())](x, y, x.numel(), SCALE)
+    print("max", float((y - SCALE * x).abs().max()))
+    return y
+
+
+TABLE = {"rows": torch.zeros(3)}
+
+
+def uses_a_table(x):
+    return x + TABLE["rows"][0]
+'''
+
+
+@pytest.fixture
+def notebook(tmp_path):
+    path = tmp_path / "notebook.py"
+    path.write_text(NOTEBOOK)
+    return runpy.run_path(str(path), run_name="__main__")
+
+
+def test_the_script_carries_the_function_and_what_it_uses_and_runs_on_its_own(notebook, tmp_path):
+    x = torch.arange(100, dtype=torch.float32, device=DEVICE.torch_device)
+    script = S.write_script(notebook["scale"], (x,), tmp_path)
+    text = script.read_text()
+    for piece in ("SCALE = 2.0", "triton.Config({'BLOCK': 64}, num_warps=4, num_stages=", "def _scaled(",
+                  "@triton.autotune(configs=CONFIGS", "def grid_of(", "dev = grader.setup(quiet=True)",
+                  "import triton.language as tl"):
+        assert piece in text, piece
+    assert "TABLE" not in text and "uses_a_table" not in text       # only what the function reaches
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "max 0.0" in run.stdout and "sanitize: the call returned" in run.stdout
+
+
+def test_a_value_that_cannot_be_written_into_a_script_is_named(notebook, tmp_path):
+    with pytest.raises(S.CannotCarry, match="`TABLE` .*is a dict"):
+        S.write_script(notebook["uses_a_table"], (torch.zeros(2),), tmp_path)
+
+
+# memcheck's report of an unmasked vector add, as compute-sanitizer (CUDA 13) printed it on an H200
+REPORT = textwrap.dedent("""\
+    ========= COMPUTE-SANITIZER
+    ========= Invalid __global__ read of size 8 bytes
+    =========     at add_no_mask_kernel+0xc0 in run.py:5
+    =========     by thread (116,0,0) in block (3,0,0)
+    =========     Access to 0x7f7746800fa0 is out of bounds
+    =========     and is 1 bytes after the nearest allocation at 0x7f7746800000 of size 4,000 bytes
+    =========     Saved host backtrace up to driver entry point at kernel launch time
+    =========         Host Frame: launch [0x1da1] in __triton_launcher.cpython-312-x86_64-linux-gnu.so
+    =========         Host Frame: <module> in run.py:8
+    ========= 
+    ========= Invalid __global__ read of size 8 bytes
+    =========     at add_no_mask_kernel+0xc0 in run.py:5
+    =========     by thread (117,0,0) in block (3,0,0)
+    =========     Access to 0x7f7746800fa8 is out of bounds
+    =========     and is 9 bytes after the nearest allocation at 0x7f7746800000 of size 4,000 bytes
+    ========= Target application returned an error
+    ========= ERROR SUMMARY: 14 errors
+    ========= ERROR SUMMARY: 8 errors were not printed. Use --print-limit option to adjust the number of printed errors
+    """)
+SCRIPT = "import torch\n\n@triton.jit\ndef add_no_mask_kernel(a_ptr, b_ptr, c_ptr, BLOCK_SIZE: tl.constexpr):\n" \
+         "    tl.store(c_ptr + offsets, tl.load(a_ptr + offsets) + tl.load(b_ptr + offsets))\n"
+
+
+def test_the_report_is_summarised_by_kernel_thread_program_line_and_allocation():
+    said = S.summarise(REPORT, {4000: "the size of argument 0, (1000,) float32"}, SCRIPT)
+    assert said[0] == ("  Invalid __global__ read of size 8 bytes in kernel `add_no_mask_kernel`, thread (116,0,0) of "
+                       "program (3,0,0), at `tl.store(c_ptr + offsets, tl.load(a_ptr + offsets) + tl.load(b_ptr + "
+                       "offsets))`: 1 bytes after the end of an allocation of 4000 bytes (the size of argument 0, "
+                       "(1000,) float32)")
+    assert said[-1] == "  (14 errors in all; the first is usually the one to fix)" and len(said) == 2  # one per kind
+    assert S.summarise("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n") == []
+
+
+def test_sanitize_says_why_it_cannot_run_here(notebook, capsys, monkeypatch):
+    if not DEVICE.is_gpu:
+        assert S.sanitize(notebook["scale"], torch.zeros(4)) is None
+        assert "needs a CUDA GPU" in capsys.readouterr().out
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(S, "find_sanitizer", lambda: None)
+    monkeypatch.setattr("grader.device.current", lambda: type("GPU", (), {"is_gpu": True})())
+    assert S.sanitize(notebook["scale"], torch.zeros(4)) is None
+    assert "not installed here" in capsys.readouterr().out
+
+
+@needs_gpu("compute-sanitizer watches GPU kernels")
+def test_an_unmasked_store_is_found_and_a_masked_one_is_not(capsys):
+    if S.find_sanitizer() is None:
+        pytest.skip("no compute-sanitizer on this GPU machine")
+    import kernels
+    import triton
+
+    def add_unmasked(x, y):
+        out = torch.empty_like(x)
+        kernels.add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, out, 1 << 30, BLOCK=256)
+        return out
+
+    def add(x, y):
+        out = torch.empty_like(x)
+        kernels.add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), BLOCK=256)
+        return out
+
+    x, y = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
+    assert S.sanitize(add_unmasked, x, y) is False
+    said = capsys.readouterr().out
+    print(said)
+    assert "in kernel `add_kernel`" in said and "after the end of an allocation of 4000 bytes" in said, said
+    assert S.sanitize(add, x, y) is True, capsys.readouterr().out
