@@ -115,8 +115,12 @@ def write_report(repeats: int, slow_repeats: int, out: Path, log=print, days=(),
         from grader.exercises import measured_figures, reference_figures
         when = f"{datetime.date.today().isoformat()}, torch {dev.torch_version}, triton {dev.triton_version}"
         measured = {key: reference_figures.of_result(median_run(results)) for key, results, _ in speed_rows}
-        figures.write_text(reference_figures.module_text(
-            reference_figures.with_card(measured_figures.MEASURED, dev.name, when, measured)))
+        known = measured_figures.MEASURED
+        if figures.exists():          # a file an earlier run (of other days, say) wrote: added to
+            namespace = {}
+            exec(figures.read_text(), namespace)
+            known = namespace.get("MEASURED", known)
+        figures.write_text(reference_figures.module_text(reference_figures.with_card(known, dev.name, when, measured)))
         log(f"figures of the reference solutions on {dev.name} written to {figures}")
     lines = [
         "# Reference solutions vs PyTorch",
