@@ -77,6 +77,17 @@ def test_the_script_carries_the_function_and_what_it_uses_and_runs_on_its_own(no
     assert "max 0.0" in run.stdout and "sanitize: the call returned" in run.stdout
 
 
+def test_names_from_an_enclosing_function_are_carried_too(tmp_path):
+    import math as maths
+    factor = 3
+
+    def triple(x):
+        return x * factor * maths.floor(1.5)
+
+    text = S.write_script(triple, (torch.ones(2),), tmp_path).read_text()
+    assert "factor = 3" in text and "import math as maths" in text, text
+
+
 def test_a_value_that_cannot_be_written_into_a_script_is_named(notebook, tmp_path):
     with pytest.raises(S.CannotCarry, match="`TABLE` .*is a dict"):
         S.write_script(notebook["uses_a_table"], (torch.zeros(2),), tmp_path)
@@ -146,8 +157,8 @@ def test_an_unmasked_store_is_found_and_a_masked_one_is_not(capsys):
         return out
 
     x, y = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
-    assert S.sanitize(add_unmasked, x, y) is False
+    found = S.sanitize(add_unmasked, x, y)
     said = capsys.readouterr().out
-    print(said)
+    assert found is False, said
     assert "in kernel `add_kernel`" in said and "after the end of an allocation of 4000 bytes" in said, said
     assert S.sanitize(add, x, y) is True, capsys.readouterr().out

@@ -100,7 +100,13 @@ def script_parts(fn) -> tuple:
         except (OSError, TypeError):
             raise CannotCarry(f"the source of `{getattr(target, '__name__', owner)}` cannot be read") from None
         definitions[getattr(target, "__qualname__", owner)] = source
-        spaces = getattr(target, "__globals__", None) or vars(sys.modules.get(target.__module__, sys))
+        spaces = dict(getattr(target, "__globals__", None) or vars(sys.modules.get(target.__module__, sys)))
+        code = getattr(target, "__code__", None)   # names of an enclosing function's (a closure's) too
+        for name, cell in zip(code.co_freevars if code else (), getattr(target, "__closure__", None) or ()):
+            try:
+                spaces[name] = cell.cell_contents
+            except ValueError:     # a cell not filled yet
+                pass
         names = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
         local = _assigned_inside(source)
         for name in sorted(names - local):
