@@ -425,6 +425,8 @@ def test_the_reference_solution_s_figures_are_said_beside_a_student_s_on_the_car
     elsewhere = rf.said("day2.softmax", "Tesla T4", figures)
     assert "on an NVIDIA H200, not this GPU" in elsewhere[0] and len(elsewhere) == 2
     assert rf.said("day1.vector_add", "NVIDIA H200", figures) == []      # not measured: nothing said
+    assert rf.ratio_on("day2.softmax", "NVIDIA H200", figures) == 2.0
+    assert rf.ratio_on("day2.softmax", "Tesla T4", figures) is None      # the plot's line: this card's only
     # a run of some days updates that card's entries and keeps the rest; the module reads back as written
     later = rf.with_card(figures, "NVIDIA H200", "2026-11-30", {"day1.vector_add": dict(rf.of_result(run), rate=None)})
     assert set(later["NVIDIA H200"]["exercises"]) == {"day1.vector_add", "day2.softmax"}
@@ -433,3 +435,18 @@ def test_the_reference_solution_s_figures_are_said_beside_a_student_s_on_the_car
     exec(rf.module_text(later), namespace)
     assert namespace["MEASURED"] == later
     assert rf.said("day1.vector_add", "NVIDIA H200", later)[0].endswith("2.00x torch.softmax:")
+
+
+def test_the_speed_figure_shows_each_placement_against_the_target_and_the_reference():
+    import matplotlib
+    matplotlib.use("Agg")
+    from grader.student.checks import SpeedResult, speed_figure
+    run = SpeedResult("softmax", (8, 8), "float32", "NVIDIA H200", "torch.softmax", 0.05, 0.06, 1.5,
+                      placements={"yours": [0.05, 0.04], "baseline": [0.06, 0.06]})
+    fig = speed_figure(run, reference_ratio=2.9)
+    ax = fig.axes[0]
+    assert [round(p.get_width(), 2) for p in ax.patches] == [1.2, 1.5]              # one bar per placement
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "full credit (1.50x)", "no credit below (0.75x)", "reference solution (2.90x)"]
+    assert ax.get_xlim()[1] > 2.9                                                   # every mark in view
+    assert len(speed_figure(run).axes[0].get_legend().get_texts()) == 2             # no reference measured

@@ -32,6 +32,12 @@ def said(key: str, device_name: str, figures: dict | None = None) -> list:
     return lines
 
 
+def ratio_on(key: str, device_name: str, figures: dict | None = None) -> float | None:
+    """The reference solution's ratio to the baseline on this card, where the benchmark measured it."""
+    figures = measured_figures.MEASURED if figures is None else figures
+    return figures.get(device_name, {}).get("exercises", {}).get(key, {}).get("ratio")
+
+
 def of_result(result) -> dict:
     """One reference's figures from its median speed grading (a checks.SpeedResult)."""
     rate = None

@@ -816,6 +816,41 @@ def measure_speed(key: str, fn) -> SpeedResult:
     return result
 
 
+def speed_figure(result, reference_ratio: float | None = None):
+    """The measured ratio over each placement of the inputs, against the target (full credit), half of it
+    (no credit below) and, where the benchmark measured it on this GPU, the reference solution's ratio."""
+    import matplotlib.pyplot as plt
+    placements = result.placements or {"yours": [result.yours_ms], "baseline": [result.baseline_ms]}
+    ratios = [b / y for b, y in zip(placements["baseline"], placements["yours"])]
+    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.35 * len(ratios)))
+    colour = "tab:green" if result.ratio >= result.target else "tab:orange"
+    ax.barh([f"placement {i + 1}" for i in range(len(ratios))], ratios, color=colour)
+    marks = [(result.target, "full credit", "black", "-"), (result.target / 2, "no credit below", "grey", ":")]
+    if reference_ratio:
+        marks.append((reference_ratio, "reference solution", "tab:blue", "--"))
+    for x, label, c, style in marks:
+        ax.axvline(x, color=c, linestyle=style, label=f"{label} ({x:.2f}x)")
+    ax.set_xlim(0, 1.15 * max(ratios + [m[0] for m in marks]))
+    ax.set_xlabel(f"speed-up over {result.baseline_name} (higher is better)", fontsize=8)
+    ax.set_title(f"{result.title} on {result.device}: {result.ratio:.2f}x", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    return fig
+
+
+def _show(fig) -> None:
+    """Show a figure as a cell output (in IPython), and free it."""
+    import matplotlib.pyplot as plt
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+        if get_ipython() is not None:
+            display(fig)
+    finally:
+        plt.close(fig)
+
+
 def check_speed(key: str, fn, points: float = 1.0):
     """Time fn against the exercise's PyTorch baseline on the GPU; returns the points earned."""
     integrity.verify(_grader_functions())
@@ -828,6 +863,8 @@ def check_speed(key: str, fn, points: float = 1.0):
         print(line)
     for line in reference_figures.said(key, result.device):
         print(line)
+    if not grading():
+        _show(speed_figure(result, reference_figures.ratio_on(key, result.device)))
     print(f"  speed score: {result.credit * points:.2f} of {points:g}")
     return round(result.credit * points, 4)
 
