@@ -162,3 +162,56 @@ def test_an_unmasked_store_is_found_and_a_masked_one_is_not(capsys):
     assert found is False, said
     assert "in kernel `add_kernel`" in said and "after the end of an allocation of 4000 bytes" in said, said
     assert S.sanitize(add, x, y) is True, capsys.readouterr().out
+
+
+def test_arguments_are_kept_on_the_host_only_where_the_sanitizer_could_run_the_call_again(monkeypatch):
+    x = torch.ones(3, device=DEVICE.torch_device)
+    if not DEVICE.is_gpu:
+        assert S.host_copies((x, 2)) is None                     # no GPU: nothing to sanitize
+    monkeypatch.setattr("grader.device.current", lambda: type("GPU", (), {"is_gpu": True})())
+    monkeypatch.setattr(S, "find_sanitizer", lambda: "/usr/local/cuda/bin/compute-sanitizer")
+    kept = S.host_copies((x, 2))
+    assert kept[1] == 2 and kept[0].device.type == "cpu" and torch.equal(kept[0], x.cpu())
+    monkeypatch.setattr("grader.student.checks.grading", lambda: True)
+    assert S.host_copies((x, 2)) is None                         # never while grading
+    monkeypatch.setattr(S, "find_sanitizer", lambda: None)
+
+
+# A check whose kernel reads 4 GB past its input: the CUDA context breaks, and the check's message then
+# carries what the sanitizer found in a process of its own. Run as a script: the broken context would
+# fail every later test of this process.
+ILLEGAL = '''
+import torch, triton, triton.language as tl
+import grader
+dev = grader.setup(quiet=True)
+
+
+@triton.jit
+def far_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs + (1 << 30)), mask=offs < n)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    far_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+    return out
+
+
+try:
+    grader.check("day1.vector_add", add)
+except grader.CheckFailed as e:
+    print(e)
+'''
+
+
+@needs_gpu("an illegal access needs a GPU")
+def test_a_check_broken_by_an_illegal_access_says_what_the_sanitizer_found(tmp_path):
+    if S.find_sanitizer() is None:
+        pytest.skip("no compute-sanitizer on this GPU machine")
+    (tmp_path / "nb.py").write_text(ILLEGAL)
+    run = subprocess.run([sys.executable, "nb.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)))
+    said = run.stdout
+    assert "illegal memory access" in said and "Run once more under compute-sanitizer" in said, said + run.stderr[-3000:]
+    assert "Invalid __global__ read" in said and "in kernel `far_kernel`" in said, said

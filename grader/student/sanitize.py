@@ -13,6 +13,7 @@ process, and its CUDA context, are not touched.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import os
 import re
@@ -36,6 +37,7 @@ class CannotCarry(Exception):
     """A name the function uses whose value cannot be written into a script."""
 
 
+@functools.lru_cache(maxsize=1)
 def find_sanitizer() -> str | None:
     """The compute-sanitizer executable: on PATH, or in the usual CUDA folders."""
     found = shutil.which("compute-sanitizer")
@@ -152,15 +154,16 @@ def _assigned_inside(source: str) -> set:
     return bound
 
 
-def write_script(fn, args, folder: Path) -> Path:
-    """folder/run.py, which rebuilds `fn`, loads `args` from folder/args.pt, calls fn once and waits
-    for the GPU."""
+def write_script(fn, args, folder: Path, device: str | None = None) -> Path:
+    """folder/run.py, which rebuilds `fn`, loads `args` from folder/args.pt (and moves its tensors to
+    `device`, if given), calls fn once and waits for the GPU."""
     import torch
     imports, constants, definitions = script_parts(fn)
     torch.save(list(args), folder / "args.pt")
+    moved = ([f"args = [a.to({device!r}) if isinstance(a, torch.Tensor) else a for a in args]"] if device else [])
     lines = ["# Written by grader.sanitize: the function, what it calls, one call.", "import torch", "import triton",
              *sorted(set(imports)), "", *constants, "", *["\n" + d for d in definitions], "",
-             f"args = torch.load({str(folder / 'args.pt')!r}, weights_only=False)",
+             f"args = torch.load({str(folder / 'args.pt')!r}, weights_only=False)", *moved,
              f"out = {fn.__name__}(*args)",
              "if torch.cuda.is_available():",
              "    torch.cuda.synchronize()",
@@ -256,38 +259,58 @@ def sanitize(fn, *args, tool: str = "memcheck") -> bool | None:
         print("sanitize needs a CUDA GPU. On the CPU, Triton's interpreter is stopped by the grader before "
               "any access outside a kernel's tensors, with the kernel, the tensor and the element named.")
         return None
-    sanitizer = find_sanitizer()
-    if sanitizer is None:
+    if find_sanitizer() is None:
         print("compute-sanitizer is not installed here. " + WHERE)
         return None
+    print(f"running {fn.__name__} once under compute-sanitizer --tool {tool} (slow: use a small size) ...")
+    found, lines = run(fn, args, tool)
+    print("\n".join(lines))
+    return found
+
+
+def run(fn, args, tool: str = "memcheck", device: str | None = None) -> tuple:
+    """(True: no error, False: errors, None: could not run; the lines that say so) for one call of fn(*args)
+    under compute-sanitizer (`device`: where the script moves the arguments, saved elsewhere)."""
     with tempfile.TemporaryDirectory(prefix="sanitize-") as folder:
         try:
-            script = write_script(fn, args, Path(folder))
+            script = write_script(fn, args, Path(folder), device)
         except CannotCarry as e:
-            print(f"sanitize cannot run this function on its own: {e}.")
-            return None
+            return None, [f"sanitize cannot run this function on its own: {e}."]
         # what the notebook can import, the script can (the notebook's folder, the course's packages)
         path = [os.getcwd()] + [p for p in sys.path if p and os.path.isdir(p)]
         env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", TRITON_INTERPRET="0",
                    PYTHONPATH=os.pathsep.join(dict.fromkeys(path)))
-        print(f"running {fn.__name__} once under compute-sanitizer --tool {tool} (slow: use a small size) ...")
         try:
-            proc = subprocess.run([sanitizer, "--tool", tool, "--print-limit", "20", sys.executable, str(script)],
-                                  env=env, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=folder)
+            proc = subprocess.run([find_sanitizer(), "--tool", tool, "--print-limit", "20", sys.executable,
+                                   str(script)], env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+                                  cwd=folder)
         except subprocess.TimeoutExpired:
-            print(f"compute-sanitizer did not finish in {TIMEOUT_S} s: try a smaller input.")
-            return None
+            return None, [f"compute-sanitizer did not finish in {TIMEOUT_S} s: try a smaller input."]
         report = proc.stdout + proc.stderr
         said = summarise(report, _sizes(args), script.read_text())
     if said:
-        print("compute-sanitizer found out-of-bounds or otherwise invalid accesses:")
-        print("\n".join(said))
-        print("  An allocation's end is where a mask must stop a load or store: check the mask of the loads "
-              "and stores of that kernel, and the grid that reaches past it.")
-        return False
+        return False, ["compute-sanitizer found out-of-bounds or otherwise invalid accesses:", *said,
+                       "  An allocation's end is where a mask must stop a load or store: check the mask of the "
+                       "loads and stores of that kernel, and the grid that reaches past it."]
     if "ERROR SUMMARY: 0 errors" in report and RETURNED in proc.stdout:
-        print(f"compute-sanitizer ({tool}) found no invalid access in one call of {fn.__name__}.")
-        return True
-    print(f"the call did not finish under compute-sanitizer (exit status {proc.returncode}); the last lines:\n"
-          + "\n".join(report.splitlines()[-15:]))
-    return None
+        return True, [f"compute-sanitizer ({tool}) found no invalid access in one call of {fn.__name__}."]
+    return None, [f"the call did not finish under compute-sanitizer (exit status {proc.returncode}); the last "
+                  f"lines:", *report.splitlines()[-15:]]
+
+
+def host_copies(args) -> list | None:
+    """The arguments copied to the host, kept before a checked call so that, if the call breaks the CUDA
+    context with an illegal access, the sanitizer can run it again on them; None where it could not
+    (no GPU, no sanitizer, grading)."""
+    import torch
+    from grader import device
+    from grader.student.checks import grading
+    if grading() or not device.current().is_gpu or find_sanitizer() is None:
+        return None
+    return [a.detach().cpu() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def after_illegal_access(fn, host_args) -> str:
+    """What the sanitizer says of one more call of fn on the arguments of the call that broke the context."""
+    _, lines = run(fn, host_args, device="cuda")
+    return "Run once more under compute-sanitizer, in a process of its own:\n" + "\n".join(lines)
