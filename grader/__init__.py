@@ -25,7 +25,7 @@ _PUBLIC = {
     "check": "student.checks", "check_speed": "student.checks", "check_prediction": "student.checks",
     "check_prediction_on_gpu": "student.checks", "report_speed": "student.checks", "credit": "student.checks",
     "grading": "student.checks", "GPURequired": "student.checks",
-    "CheckFailed": "compare", "bench": "timing", "sanitize": "student.sanitize",
+    "CheckFailed": "compare", "bench": "timing", "memcheck": "student.memcheck",
 }
 __all__ = list(_PUBLIC)
 

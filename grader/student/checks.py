@@ -21,7 +21,7 @@ from grader.exercises import reference_figures
 from grader import device as _device
 from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 from grader.quiet import stderr_to_stdout
-from grader.student import gpu_compile, integrity, sanitize
+from grader.student import gpu_compile, integrity, memcheck
 from grader.student.bounds import OutOfBounds
 from grader.student.guard import _tensors_in, compile_only, interpreted_launches, watch
 
@@ -90,7 +90,7 @@ ILLEGAL_ACCESS = ("A kernel read or wrote memory outside its tensors (a missing 
                   "overflows int32, a wrong stride). After this error every CUDA call in the notebook fails: "
                   "restart it. To find the access, run the check on a CPU (Triton's interpreter stops it and "
                   "names the kernel, the tensor and the element), or, after the restart, run one call under "
-                  "compute-sanitizer where it is installed: `grader.sanitize(your_function, *its_inputs)` names "
+                  "compute-sanitizer where it is installed: `grader.memcheck(your_function, *its_inputs)` names "
                   "the kernel, the thread and how far past which tensor it went.")
 
 
@@ -113,7 +113,7 @@ def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None):
     """Call the student's function once under the guard; raise CheckFailed with a reason if it cheats.
     (`tune_briefly`: see guard.watch; the case at the timed shape tunes as Triton does, for the timing.)"""
     saved = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    on_host = sanitize.host_copies(args)   # for the sanitizer, if the call breaks the CUDA context
+    on_host = memcheck.host_copies(args)   # for the sanitizer, if the call breaks the CUDA context
     try:
         with stderr_to_stdout(), watch_student(spec, args, tune_briefly=tune_briefly) as record:
             got = fn(*args)
@@ -124,7 +124,7 @@ def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None):
     except Exception as e:  # the student's code raised: show where, briefly
         said = where_it_raised(e)
         if on_host is not None and ILLEGAL_ACCESS in said:
-            said += "\n" + sanitize.after_illegal_access(fn, on_host)
+            said += "\n" + memcheck.after_illegal_access(fn, on_host)
         raise CheckFailed(f"{spec.title}: your function raised on {label}:\n{said}") from None
     refuse(spec, record, "your function", f"on {label}")
     for i, (before, after) in enumerate(zip(saved, args)):

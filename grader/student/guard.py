@@ -200,7 +200,7 @@ class CallRecord:
         return (f"{who} {where} a tensor your function allocated (shape {tuple(t.shape)}, "
                 f"{str(t.dtype).replace('torch.', '')}), as far as {_elements(elements)} {side}: a store without a mask, "
                 f"or with one that lets the last block write beyond the tensor. On a GPU that write lands in "
-                f"another tensor's memory; `grader.sanitize(your_function, *its_inputs)` shows every such access "
+                f"another tensor's memory; `grader.memcheck(your_function, *its_inputs)` shows every such access "
                 f"under compute-sanitizer, where it is installed.")
 
     def forbidden(self) -> list:

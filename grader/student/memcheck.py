@@ -4,7 +4,7 @@ On a GPU nobody stops a kernel that reads or writes past its tensors: the access
 memory, or kills the CUDA context ("an illegal memory access was encountered"), and every later CUDA
 call of the notebook fails. compute-sanitizer (its memcheck tool) watches every access of every kernel
 and names the first bad ones: the kernel, the thread and program, the address and how far it lies from
-the nearest allocation. It has to run a whole process, so `sanitize(fn, *args)` writes the function,
+the nearest allocation. It has to run a whole process, so `memcheck(fn, *args)` writes the function,
 what it calls (its kernels, helpers, constants, modules) and its arguments to a folder, runs that as a
 script under the sanitizer with PyTorch's caching allocator off (each tensor its own allocation, so
 "past the end" of a tensor is outside every allocation), and prints a summary. The notebook's own
@@ -30,7 +30,7 @@ WHERE = ("compute-sanitizer comes with NVIDIA's CUDA Toolkit (https://developer.
 TIMEOUT_S = 600          # the sanitizer makes a program many times slower: small sizes run in seconds
 SHOWN = 3                # distinct errors said
 SCRIPT_NAME = "run.py"
-RETURNED = "sanitize: the call returned"   # the script's last line: the call ran to its end
+RETURNED = "memcheck: the call returned"   # the script's last line: the call ran to its end
 
 
 class CannotCarry(Exception):
@@ -161,7 +161,7 @@ def write_script(fn, args, folder: Path, device: str | None = None) -> Path:
     imports, constants, definitions = script_parts(fn)
     torch.save(list(args), folder / "args.pt")
     moved = ([f"args = [a.to({device!r}) if isinstance(a, torch.Tensor) else a for a in args]"] if device else [])
-    lines = ["# Written by grader.sanitize: the function, what it calls, one call.", "import torch", "import triton",
+    lines = ["# Written by grader.memcheck: the function, what it calls, one call.", "import torch", "import triton",
              *sorted(set(imports)), "", *constants, "", *["\n" + d for d in definitions], "",
              f"args = torch.load({str(folder / 'args.pt')!r}, weights_only=False)", *moved,
              f"out = {fn.__name__}(*args)",
@@ -246,17 +246,17 @@ def _sizes(args) -> dict:
             f"{str(a.dtype).replace('torch.', '')}" for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
 
 
-def sanitize(fn, *args, tool: str = "memcheck") -> bool | None:
+def memcheck(fn, *args, tool: str = "memcheck") -> bool | None:
     """Run fn(*args) once under compute-sanitizer in a process of its own and print what it found.
     Returns True when it found no error, False when it found some, None when it could not run (no GPU,
     no sanitizer, during grading, a value it cannot carry)."""
     from grader import device
     from grader.student.checks import grading
     if grading():
-        print("sanitize runs in your own notebook, not during grading.")
+        print("memcheck runs in your own notebook, not during grading.")
         return None
     if not device.current().is_gpu:
-        print("sanitize needs a CUDA GPU. On the CPU, Triton's interpreter is stopped by the grader before "
+        print("memcheck needs a CUDA GPU. On the CPU, Triton's interpreter is stopped by the grader before "
               "any access outside a kernel's tensors, with the kernel, the tensor and the element named.")
         return None
     if find_sanitizer() is None:
@@ -271,11 +271,11 @@ def sanitize(fn, *args, tool: str = "memcheck") -> bool | None:
 def run(fn, args, tool: str = "memcheck", device: str | None = None) -> tuple:
     """(True: no error, False: errors, None: could not run; the lines that say so) for one call of fn(*args)
     under compute-sanitizer (`device`: where the script moves the arguments, saved elsewhere)."""
-    with tempfile.TemporaryDirectory(prefix="sanitize-") as folder:
+    with tempfile.TemporaryDirectory(prefix="memcheck-") as folder:
         try:
             script = write_script(fn, args, Path(folder), device)
         except CannotCarry as e:
-            return None, [f"sanitize cannot run this function on its own: {e}."]
+            return None, [f"memcheck cannot run this function on its own: {e}."]
         # what the notebook can import, the script can (the notebook's folder, the course's packages)
         path = [os.getcwd()] + [p for p in sys.path if p and os.path.isdir(p)]
         env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", TRITON_INTERPRET="0",

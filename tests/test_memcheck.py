@@ -1,4 +1,4 @@
-"""grader.sanitize: a student's function run once under compute-sanitizer in a process of its own."""
+"""grader.memcheck: a student's function run once under compute-sanitizer in a process of its own."""
 import os
 import runpy
 import subprocess
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import DEVICE, REPO, needs_gpu
-from grader.student import sanitize as S
+from grader.student import memcheck as S
 
 # A notebook's cells, as one file run as __main__ (as IPython runs cells): a kernel with a jitted helper
 # and an autotune config list, a host helper, a constant and the notebook's `dev`.
@@ -74,7 +74,7 @@ def test_the_script_carries_the_function_and_what_it_uses_and_runs_on_its_own(no
     env = dict(os.environ, PYTHONPATH=str(REPO))
     run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "max 0.0" in run.stdout and "sanitize: the call returned" in run.stdout
+    assert "max 0.0" in run.stdout and "memcheck: the call returned" in run.stdout
 
 
 def test_names_from_an_enclosing_function_are_carried_too(tmp_path):
@@ -128,14 +128,14 @@ def test_the_report_is_summarised_by_kernel_thread_program_line_and_allocation()
     assert S.summarise("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n") == []
 
 
-def test_sanitize_says_why_it_cannot_run_here(notebook, capsys, monkeypatch):
+def test_memcheck_says_why_it_cannot_run_here(notebook, capsys, monkeypatch):
     if not DEVICE.is_gpu:
-        assert S.sanitize(notebook["scale"], torch.zeros(4)) is None
+        assert S.memcheck(notebook["scale"], torch.zeros(4)) is None
         assert "needs a CUDA GPU" in capsys.readouterr().out
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr(S, "find_sanitizer", lambda: None)
     monkeypatch.setattr("grader.device.current", lambda: type("GPU", (), {"is_gpu": True})())
-    assert S.sanitize(notebook["scale"], torch.zeros(4)) is None
+    assert S.memcheck(notebook["scale"], torch.zeros(4)) is None
     assert "not installed here" in capsys.readouterr().out
 
 
@@ -157,11 +157,11 @@ def test_an_unmasked_store_is_found_and_a_masked_one_is_not(capsys):
         return out
 
     x, y = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
-    found = S.sanitize(add_unmasked, x, y)
+    found = S.memcheck(add_unmasked, x, y)
     said = capsys.readouterr().out
     assert found is False, said
     assert "in kernel `add_kernel`" in said and "after the end of an allocation of 4000 bytes" in said, said
-    assert S.sanitize(add, x, y) is True, capsys.readouterr().out
+    assert S.memcheck(add, x, y) is True, capsys.readouterr().out
 
 
 def test_arguments_are_kept_on_the_host_only_where_the_sanitizer_could_run_the_call_again(monkeypatch):
