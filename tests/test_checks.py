@@ -413,14 +413,17 @@ def test_the_reference_solution_s_figures_are_said_beside_a_student_s_on_the_car
     run = SpeedResult("softmax", (4096, 4096), "float32", "NVIDIA H200", "torch.softmax", 0.05, 0.1, 1.2,
                       gbs=2800.0, ceiling_gbs=4000.0,
                       usage=[{"kernel": "softmax_kernel", "registers": 40, "local_bytes": 0, "num_warps": 8,
-                              "shared": 0, "target": "x"}])
+                              "shared": 0, "target": "x"}],
+                      context={"torch.compile of the baseline": 0.04, "another": "RuntimeError: no compiler"})
     figures = rf.with_card({}, "NVIDIA H200", "2026-11-29, torch 2.11, triton 3.6", {"day2.softmax": rf.of_result(run)})
     assert figures["NVIDIA H200"]["exercises"]["day2.softmax"] == {
         "ratio": 2.0, "baseline": "torch.softmax", "rate": "2800 GB/s = 70% of the copy bandwidth",
-        "usage": [{"kernel": "softmax_kernel", "registers": 40, "local_bytes": 0, "num_warps": 8, "shared": 0}]}
+        "usage": [{"kernel": "softmax_kernel", "registers": 40, "local_bytes": 0, "num_warps": 8, "shared": 0}],
+        "beside": {"torch.compile of the baseline": 0.8}}          # what was not timed is left out
     here = rf.said("day2.softmax", "NVIDIA H200", figures)
     assert here[0] == ("  the course's reference solution, in its benchmark on this GPU (2026-11-29, torch 2.11, "
-                       "triton 3.6): 2.00x torch.softmax, 2800 GB/s = 70% of the copy bandwidth:")
+                       "triton 3.6): 2.00x torch.softmax, 0.80x torch.compile of the baseline, 2800 GB/s = 70% of "
+                       "the copy bandwidth:")
     assert here[1].startswith("    `softmax_kernel`: 40 registers per thread, no spills, 8 warps") and "occupancy" in here[1]
     elsewhere = rf.said("day2.softmax", "Tesla T4", figures)
     assert "on an NVIDIA H200, not this GPU" in elsewhere[0] and len(elsewhere) == 2
@@ -434,7 +437,11 @@ def test_the_reference_solution_s_figures_are_said_beside_a_student_s_on_the_car
     namespace = {}
     exec(rf.module_text(later), namespace)
     assert namespace["MEASURED"] == later
-    assert rf.said("day1.vector_add", "NVIDIA H200", later)[0].endswith("2.00x torch.softmax:")
+    assert rf.said("day1.vector_add", "NVIDIA H200", later)[0].endswith("2.00x torch.softmax, 0.80x torch.compile of "
+                                                                         "the baseline:")
+    report = run.report()      # a student's own check says the same beside the graded ratio
+    assert "beside it, not graded: torch.compile of the baseline 0.0400 ms -> yours 0.80x" in report
+    assert "beside it, not graded: another not timed (RuntimeError: no compiler)" in report
 
 
 def test_the_speed_figure_shows_each_placement_against_the_target_and_the_reference():
@@ -450,3 +457,27 @@ def test_the_speed_figure_shows_each_placement_against_the_target_and_the_refere
         "full credit (1.50x)", "no credit below (0.75x)", "reference solution (2.90x)"]
     assert ax.get_xlim()[1] > 2.9                                                   # every mark in view
     assert len(speed_figure(run).axes[0].get_legend().get_texts()) == 2             # no reference measured
+
+
+def test_beside_the_graded_baseline_pytorch_s_default_and_torch_compile_are_timed_or_said_missing(monkeypatch):
+    from grader.student import checks
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda f, **kw: compiled.append((f, kw)) or f)   # compiles nothing
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    softmax = exercises.get("day2.softmax")
+    specs, missing = checks.context_baselines(softmax, (torch.randn(4, 8),))
+    assert list(specs) == [checks.COMPILED] and missing == {}             # its baseline is PyTorch's default
+    assert compiled == [(softmax.baseline, {"dynamic": False})]
+
+    # attention is graded against one SDPA backend: SDPA's own dispatch is timed beside it
+    attention = exercises.get("day4.attention")
+    args = attention.make_inputs((1, 1, 8, 16), torch.float32, "cpu", torch.Generator().manual_seed(0))
+    specs, _ = checks.context_baselines(attention, args)
+    default = specs["F.scaled_dot_product_attention (PyTorch's default dispatch)"]
+    torch.testing.assert_close(checks.baseline_call(default, args)(), attention.reference(*args))
+
+    def no_compiler(f, **kw):
+        raise RuntimeError("Dynamo is not supported on this Python\nmore")
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    specs, missing = checks.context_baselines(softmax, (torch.randn(4, 8),))
+    assert specs == {} and missing == {checks.COMPILED: "RuntimeError: Dynamo is not supported on this Python"}

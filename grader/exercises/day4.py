@@ -81,6 +81,11 @@ def sdpa_baseline(q, k, v, causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
+def sdpa_default(q, k, v, causal):
+    """SDPA as a user calls it: PyTorch's own dispatch picks the backend (cuDNN's on an H100 or H200)."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
 def _sdpa_baseline_label():
     return sdpa_baseline_name(timed_sdpa_backend())
 
@@ -98,6 +103,8 @@ attention = KernelExercise(
     baseline=sdpa_baseline,
     baseline_name="F.scaled_dot_product_attention (FLASH_ATTENTION backend)",
     baseline_label=_sdpa_baseline_label,
+    default_baseline=sdpa_default,
+    default_baseline_name="F.scaled_dot_product_attention (PyTorch's default dispatch)",
     cpu_shapes=((1, 1, 1, 16), (1, 2, 37, 16, CAUSAL), (1, 2, 64, 32), (2, 1, 100, 64, CAUSAL),
                 (2, 2, 20, 16, CAUSAL, STRIDED)),
     gpu_shapes=((1, 1, 1, 64), (2, 3, 37, 64, CAUSAL), (1, 4, 1000, 128), (2, 2, 1025, 64, CAUSAL),

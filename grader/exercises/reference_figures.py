@@ -24,8 +24,9 @@ def said(key: str, device_name: str, figures: dict | None = None) -> list:
     where = "on this GPU" if card == device_name else f"on an {card}, not this GPU"
     ref = figures[card]["exercises"][key]
     rate = f", {ref['rate']}" if ref.get("rate") else ""
+    beside = "".join(f", {ratio:.2f}x {name}" for name, ratio in ref.get("beside", {}).items())
     lines = [f"  the course's reference solution, in its benchmark {where} ({figures[card]['when']}): "
-             f"{ref['ratio']:.2f}x {ref['baseline']}{rate}" + (":" if ref.get("usage") else ".")]
+             f"{ref['ratio']:.2f}x {ref['baseline']}{beside}{rate}" + (":" if ref.get("usage") else ".")]
     from grader.student.gpu_compile import describe_usage
     usage = [dict(u, target=card) for u in ref.get("usage", [])]
     lines += ["  " + line.replace(f" on {card}:", ":", 1) for line in describe_usage(usage)]
@@ -48,7 +49,10 @@ def of_result(result) -> dict:
                                                  f"dense 16-bit peak" if result.peak_tflops else "")
     usage = [{k: u[k] for k in ("kernel", "registers", "local_bytes", "num_warps", "shared")}
              for u in (result.usage or [])]
-    return {"ratio": round(result.ratio, 3), "baseline": result.baseline_name, "rate": rate, "usage": usage}
+    beside = {name: round(ms / result.yours_ms, 3) for name, ms in (result.context or {}).items()
+              if isinstance(ms, float)}
+    return {"ratio": round(result.ratio, 3), "baseline": result.baseline_name, "rate": rate, "usage": usage,
+            "beside": beside}
 
 
 def module_text(figures: dict) -> str:

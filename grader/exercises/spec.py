@@ -84,6 +84,11 @@ class KernelExercise:
 
     # () -> the name of the baseline really timed, where it depends on the GPU (SDPA's backends)
     baseline_label: Callable = None
+    # What PyTorch does by default for the same call, where the graded baseline pins something else
+    # (attention graded against one SDPA backend; SDPA's own dispatch picks another): timed beside it in a
+    # student's own speed check and in the benchmark, never graded
+    default_baseline: Callable = None
+    default_baseline_name: str = ""
 
     # A random operation (dropout) has no one right output to compare with: `judge(args, outputs, dy,
     # label)` decides instead, raising CheckFailed with the reason. `outputs` are the function's outputs

@@ -50,7 +50,7 @@ def measure(repeats: int, slow_repeats: int, log=print, days=()) -> tuple:
             for kind, key, name in calls:
                 fn = namespace[name]
                 if kind == "check_speed":
-                    results = [checks.measure_speed(key, fn) for _ in range(repeats)]
+                    results = [checks.measure_speed(key, fn, context=True) for _ in range(repeats)]
                     slow = [checks.measure_speed(key, slowed(fn)) for _ in range(slow_repeats)]
                     for r in results:
                         log(r.report())
@@ -69,12 +69,21 @@ def median_run(results):
     return sorted(results, key=lambda r: r.ratio)[len(results) // 2]
 
 
+def _ratio_cell(ms, result) -> str:
+    """A context baseline's time over the reference's, or why it was not timed."""
+    if isinstance(ms, float):
+        return f"{ms / result.yours_ms:.2f}x ({ms:.4f} ms)"
+    return f"not timed: {ms}" if ms else "not timed"
+
+
 def speed_table(speed_rows, repeats: int, slow_repeats: int) -> list:
+    from grader.student import checks
     lines = [
         "| exercise | shape | dtype | baseline | baseline ms | reference ms | ratio: median (min to max) | "
-        f"target | runs below target | achieved | of ceiling | peak memory: reference, baseline (target) | "
+        f"target | runs below target | vs PyTorch's default | vs torch.compile of the baseline | achieved | "
+        f"of ceiling | peak memory: reference, baseline (target) | "
         f"slow variant ({SLOW_FACTOR}x the work): best ratio, credit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, results, slow in speed_rows:
         ratios = [r.ratio for r in results]
@@ -91,10 +100,13 @@ def speed_table(speed_rows, repeats: int, slow_repeats: int) -> list:
                   f"less ({mid.memory_target:.2f}x)") if mid.memory_target else ""
         best_slow = max(slow, key=lambda r: r.ratio) if slow else None
         slow_cell = f"{best_slow.ratio:.2f}x, {best_slow.credit:.2f}" if best_slow else "not run"
+        beside = mid.context or {}
+        default = next((_ratio_cell(ms, mid) for name, ms in beside.items() if name != checks.COMPILED), "same")
+        compiled = _ratio_cell(beside.get(checks.COMPILED), mid)
         lines.append(f"| {key} | {mid.shape} | {mid.dtype} | {mid.baseline_name} | {mid.baseline_ms:.4f} | "
                      f"{mid.yours_ms:.4f} | {statistics.median(ratios):.2f}x ({min(ratios):.2f} to "
-                     f"{max(ratios):.2f}) | {mid.target:.2f}x | {below} of {len(results)} | {achieved} | "
-                     f"{ceiling} | {memory} | {slow_cell} |")
+                     f"{max(ratios):.2f}) | {mid.target:.2f}x | {below} of {len(results)} | {default} | {compiled} | "
+                     f"{achieved} | {ceiling} | {memory} | {slow_cell} |")
     return lines
 
 

@@ -516,6 +516,8 @@ class SpeedResult:
     memory_target: float | None = None
     memory_hint: str = ""
     usage: list | None = None        # what the kernels asked of an SM, as launched ({kernel, registers, ...})
+    # Timed beside the baseline, not graded: {name: median ms, or why it was not timed} (context_baselines)
+    context: dict | None = None
 
     @property
     def ratio(self) -> float:
@@ -551,6 +553,9 @@ class SpeedResult:
             ratios = [b / y for b, y in zip(self.placements["baseline"], self.placements["yours"])]
             lines.append(f"  (medians over {len(ratios)} placements of the inputs in memory; ratio "
                          f"{min(ratios):.2f}x to {max(ratios):.2f}x across them)")
+        for name, ms in (self.context or {}).items():
+            lines.append(f"  beside it, not graded: {name} {ms:.4f} ms -> yours {ms / self.yours_ms:.2f}x"
+                         if isinstance(ms, float) else f"  beside it, not graded: {name} not timed ({ms})")
         if self.gbs is not None:
             lines.append(f"  {self.gbs:.0f} GB/s = {100 * self.gbs / self.ceiling_gbs:.0f}% of this GPU's "
                          f"measured copy bandwidth ({self.ceiling_gbs:.0f} GB/s)")
@@ -783,8 +788,32 @@ PLACEMENTS = 4
 SPACER_MIB = (0, 37, 101, 211)
 
 
-def measure_speed(key: str, fn) -> SpeedResult:
-    """Check fn at the timed size, then time it against the baseline (GPU only)."""
+def context_baselines(spec, args) -> tuple:
+    """({name: spec-like baseline}, {name: why it is not timed}): what a user of PyTorch would otherwise
+    call, timed beside the graded baseline but never graded: PyTorch's default path where the graded
+    baseline pins another (spec.default_baseline), and torch.compile of the graded baseline, compiled
+    here on `args` before any timing (where it cannot compile, the reason instead)."""
+    import dataclasses
+    specs, missing = {}, {}
+    if spec.default_baseline is not None:
+        specs[spec.default_baseline_name] = dataclasses.replace(spec, baseline=spec.default_baseline)
+    try:
+        compiled = dataclasses.replace(spec, baseline=torch.compile(spec.baseline, dynamic=False))
+        with stderr_to_stdout():
+            baseline_call(compiled, args)()          # compiles (and tunes) now, not in a timed call
+            torch.cuda.synchronize()
+        specs[COMPILED] = compiled
+    except Exception as e:  # noqa: BLE001 - no compiler here, an op it cannot trace: said, not fatal
+        missing[COMPILED] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}"
+    return specs, missing
+
+
+COMPILED = "torch.compile of the baseline"
+
+
+def measure_speed(key: str, fn, context: bool = False) -> SpeedResult:
+    """Check fn at the timed size, then time it against the baseline (GPU only). With `context`, PyTorch's
+    default path and torch.compile of the baseline are timed in the same runs (SpeedResult.context)."""
     spec = exercises.get(key)
     dev = _device.current()
     dtype = spec.timed_dtype(dev)
@@ -792,13 +821,16 @@ def measure_speed(key: str, fn) -> SpeedResult:
     gen = torch.Generator(device="cuda").manual_seed(seed)
     # A wrong result is worth nothing however fast: check at the timed size first.
     _check_case(spec, fn, spec.speed_shape, dtype, dev, gen, seed)
-    spacers, samples = [], {"baseline": [], "yours": []}
+    others, missing = context_baselines(spec, spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)) \
+        if context else ({}, {})
+    spacers, samples = [], {"baseline": [], "yours": [], **{name: [] for name in others}}
     with watch(poison=False, ops=False) as record:  # counts launches only: nothing slows the calls
         for mib in SPACER_MIB[:PLACEMENTS]:
             spacers.append(torch.empty(mib * 2**20 + 4096, dtype=torch.uint8, device="cuda"))
             args = spec.make_inputs(spec.speed_shape, dtype, "cuda", gen)
             calls = {"baseline": baseline_call(spec, args),
-                     "yours": student_call(spec, fn, args, spec.speed_shape, dtype, gen, record)}
+                     "yours": student_call(spec, fn, args, spec.speed_shape, dtype, gen, record),
+                     **{name: baseline_call(other, args) for name, other in others.items()}}
             with stderr_to_stdout():
                 ms = timing.compare(calls, budget_ms=400 / PLACEMENTS)
             for name in samples:
@@ -806,8 +838,10 @@ def measure_speed(key: str, fn) -> SpeedResult:
     del spacers, args, calls
     result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), dev.name, spec.timed_baseline_name(),
                          statistics.median(samples["yours"]), statistics.median(samples["baseline"]),
-                         spec.target, placements=samples, speed_hint=spec.speed_hint,
-                         usage=[dict(u, kernel=name) for name, u in record.compiled.items()])
+                         spec.target, placements={k: samples[k] for k in ("baseline", "yours")},
+                         speed_hint=spec.speed_hint,
+                         usage=[dict(u, kernel=name) for name, u in record.compiled.items()],
+                         context={**{name: statistics.median(samples[name]) for name in others}, **missing})
     if spec.memory_target:
         result.yours_bytes, result.baseline_bytes = measure_memory(spec, fn, dtype, gen)
         result.memory_target, result.memory_hint = spec.memory_target, spec.memory_hint
@@ -861,7 +895,7 @@ def check_speed(key: str, fn, points: float = 1.0):
     spec = exercises.get(key)
     if not _device.current().is_gpu:
         return _no_gpu(f"The speed check of {spec.title}")
-    result = measure_speed(key, fn)
+    result = measure_speed(key, fn, context=True)
     print(result.report())
     for line in gpu_compile.usage_said(result.usage, _device.current()):   # as the grader's feedback says it
         print(line)
