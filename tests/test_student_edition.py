@@ -1,6 +1,7 @@
 """The student edition (`course-grader student-edition`): what students clone holds no answer, and works."""
 import filecmp
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -41,6 +42,9 @@ def test_the_edition_holds_no_solution_and_no_hidden_test(built):
             assert secret not in text, (path, secret)
     # the released exercises are nbgrader's, unchanged
     assert not filecmp.dircmp(REPO / "exercises", built / "exercises").diff_files
+    # every measurement a notebook cites is there too
+    cited = {found for path in notebooks for found in re.findall(r"docs/[\w-]+\.md", path.read_text())}
+    assert cited and all((built / name).is_file() for name in cited), cited
 
 
 @pytest.fixture(scope="module")

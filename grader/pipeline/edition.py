@@ -16,7 +16,9 @@ from grader.course import REPO, Course
 
 # What the edition holds, as it is here (the grader's exercise data and the Makefile are rewritten).
 KEPT = ("course", "exercises", "grader", "pyproject.toml", "environment.yml", "Dockerfile", "Makefile",
-        ".gitignore", ".dockerignore")
+        ".gitignore", ".dockerignore",
+        # the measurements the lectures and the exercises' targets cite
+        "docs/benchmarks.md", "docs/benchmarks-h100.md", "docs/benchmarks-day5-h200.md")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
 HIDDEN_FIELDS = ("hidden_cpu_shapes", "hidden_gpu_shapes")
 # Makefile targets that need what the edition leaves out (solutions/, the test suite).
@@ -35,6 +37,7 @@ def build(out: Path, repo: Path = REPO) -> Path:
         if source.is_dir():
             shutil.copytree(source, out / name, ignore=IGNORED)
         elif source.exists():
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, out / name)
     for module in sorted((out / "grader" / "exercises").glob("day*.py")):
         module.write_text(GENERATED + without_answers(module.read_text(), f"grader.exercises.{module.stem}"))
