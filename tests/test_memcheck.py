@@ -177,7 +177,7 @@ def test_arguments_are_kept_on_the_host_only_where_the_sanitizer_could_run_the_c
     monkeypatch.setattr(S, "find_sanitizer", lambda: None)
 
 
-# A check whose kernel reads 4 GB past its input: the CUDA context breaks, and the check's message then
+# A check whose kernel reads 4 TB past its input: the CUDA context breaks, and the check's message then
 # carries what the sanitizer found in a process of its own. Run as a script: the broken context would
 # fail every later test of this process.
 ILLEGAL = '''
@@ -189,7 +189,8 @@ dev = grader.setup(quiet=True)
 @triton.jit
 def far_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs + (1 << 30)), mask=offs < n)
+    far = offs.to(tl.int64) + (1 << 40)   # 4 TB past the start: no such memory (4 GB could be mapped)
+    tl.store(y_ptr + offs, tl.load(x_ptr + far), mask=offs < n)
 
 
 def add(x, y):
