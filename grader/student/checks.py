@@ -797,6 +797,8 @@ def context_baselines(spec, args) -> tuple:
     specs, missing = {}, {}
     if spec.default_baseline is not None:
         specs[spec.default_baseline_name] = dataclasses.replace(spec, baseline=spec.default_baseline)
+    print(f"{spec.title}: compiling the baseline with torch.compile, to time it beside (a large "
+          f"one can take a minute the first time) ...", flush=True)
     try:
         compiled = dataclasses.replace(spec, baseline=torch.compile(spec.baseline, dynamic=False))
         with stderr_to_stdout():
