@@ -79,9 +79,14 @@ def where_it_raised(e: BaseException) -> str:
     said = "\n".join(lines + traceback.format_exception_only(type(e), e)).rstrip()
     if isinstance(cause, AttributeError) and str(cause).startswith("'int' object has no attribute"):
         said += "\n" + INTERPRETER_INT
-    if "illegal memory access" in str(e) or "misaligned address" in str(e):
+    if illegal_access(e):
         said += "\n" + ILLEGAL_ACCESS
     return said
+
+
+def illegal_access(e: BaseException) -> bool:
+    """Whether CUDA stopped a kernel at an address outside every allocation (the context is broken then)."""
+    return "illegal memory access" in str(e) or "misaligned address" in str(e)
 
 
 # On a GPU an access outside every allocation stops the kernel with a CUDA error, which then poisons the
@@ -123,7 +128,7 @@ def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None):
         raise
     except Exception as e:  # the student's code raised: show where, briefly
         said = where_it_raised(e)
-        if on_host is not None and ILLEGAL_ACCESS in said:
+        if on_host is not None and illegal_access(e):
             said += "\n" + memcheck.after_illegal_access(fn, on_host)
         raise CheckFailed(f"{spec.title}: your function raised on {label}:\n{said}") from None
     refuse(spec, record, "your function", f"on {label}")
