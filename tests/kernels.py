@@ -142,3 +142,58 @@ def add_then_zero_inputs(x, y):
     out = add(x, y)
     x.zero_(), y.zero_()
     return out
+
+
+# For the guard's tests of kernels that compute, and of kernels that only copy (guard.COPY_NOISE)
+@triton.jit
+def square_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x * x, mask=mask)
+
+
+@triton.jit
+def gather_kernel(x_ptr, index_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + tl.load(index_ptr + offs, mask=mask, other=0), mask=mask), mask=mask)
+
+
+@triton.jit
+def scale_in_place_kernel(x_ptr, n, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * scale, mask=mask)
+
+
+def square(x):
+    """x * x, elementwise: a kernel's own (nonlinear) value."""
+    out = torch.empty_like(x)
+    square_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    return out
+
+
+def gather(x, index):
+    """out.view(-1)[i] = x.view(-1)[index[i]]: with a permutation as index, x's elements rearranged."""
+    out = torch.empty_like(x)
+    gather_kernel[(triton.cdiv(x.numel(), 1024),)](x, index, out, x.numel(), BLOCK=1024)
+    return out
+
+
+def scale_in_place(x, scale):
+    scale_in_place_kernel[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), scale, BLOCK=1024)
+    return x
+
+
+@triton.jit
+def mul_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def mul(x, y):
+    out = torch.empty_like(x)
+    mul_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+    return out

@@ -485,7 +485,7 @@ def _honest_chunked_step(h, w, t):
     losses = torch.zeros(h.shape[0], device=h.device)
     for start in (0, 3):
         z = torch.mm(h[start:start + 3], w.t())
-        z = kernels.add(z, torch.zeros_like(z))                 # the kernel: the logits' gradient, in place
+        z = kernels.square(z)                                   # the kernel: the logits' gradient
         losses[start:start + 3].copy_(kernels.add(z[:, 0].contiguous(), torch.ones(3, device=h.device)))
         weights = (t[start:start + 3] != -100).to(torch.float32)
         kernels.add(weights, z[0, :3].contiguous())             # per-row weights, passed with the logits
@@ -537,10 +537,65 @@ def test_only_linear_maps_of_large_tensors_are_pytorch_s_where_an_exercise_says_
     assert any(what in f for f in forbidden), forbidden
 
 
+# A kernel that only copies a tensor (scaled, shifted, rearranged, with its signs flipped, in place or with
+# a little noise): the copy keeps the tensor's sources, so the products that pair the two are refused
+# however the pairing is undone (a view, a permutation matrix, a sign vector, an orthogonal mixing).
+_G = torch.Generator().manual_seed(5)
+_Q = torch.linalg.qr(torch.randn(4, 4, generator=_G))[0].to(DEVICE.torch_device)        # orthogonal
+_Q_INVERSE_T = _Q.clone()        # (Q^-1)^T = Q, in a tensor of its own: the two factors share no weight
+_ROWS_REVERSED = torch.arange(24).view(6, 4).flip(0).reshape(-1).to(DEVICE.torch_device)
+_REVERSE = torch.eye(6).flip(0).to(DEVICE.torch_device)                                   # undoes it
+_FEATURES = torch.randperm(4, generator=_G)
+_FEATURES_PERMUTED = torch.arange(24).view(6, 4)[:, _FEATURES].reshape(-1).to(DEVICE.torch_device)
+_UNPERMUTE = torch.eye(4)[_FEATURES].to(DEVICE.torch_device)                              # c @ it is h
+_SIGNS = (torch.randint(0, 2, (4,), generator=_G) * 2 - 1).float().to(DEVICE.torch_device)
+_NOISE = 0.03 * torch.randn(6, 4, generator=_G).to(DEVICE.torch_device)
+
+
+def _token_squares(h, c):
+    """Each token's sum of squares, h's rows times c's (a copy of h): a batch of (1, d) x (d, 1) products."""
+    return torch.bmm(h.reshape(6, 1, 4), c.reshape(6, 4, 1))
+
+
+def _kernel_clone_scaled_in_place(h):
+    c = h.clone()
+    return kernels.scale_in_place(c, 2.0)
+
+
+def _twice_then_read_by_a_kernel(h, w, t):
+    twice = h * 2
+    kernels.square(h)                 # h only read: it still holds h (an earlier rule took it as new)
+    return torch.mm(h, twice.t())
+
+
+@pytest.mark.parametrize("work, what", [
+    (lambda h, w, t: _token_squares(h, kernels.add(h, torch.zeros_like(h))), "aten.bmm"),
+    (lambda h, w, t: torch.mm(h, kernels.add(h, torch.zeros_like(h)).t()).as_strided((6,), (7,)), "aten.mm"),
+    (lambda h, w, t: _token_squares(h, kernels.add(h, h)), "aten.bmm"),
+    (lambda h, w, t: _token_squares(h, kernels.add(h, torch.ones_like(h))) - h.sum(1).view(6, 1, 1), "aten.bmm"),
+    (lambda h, w, t: _token_squares(h, torch.mm(_REVERSE, kernels.gather(h, _ROWS_REVERSED))), "aten.bmm"),
+    (lambda h, w, t: _token_squares(h, torch.mm(kernels.gather(h, _FEATURES_PERMUTED), _UNPERMUTE)), "aten.bmm"),
+    (lambda h, w, t: _token_squares(h, kernels.mul(h, _SIGNS.expand(6, 4).contiguous()).mul(_SIGNS)), "aten.bmm"),
+    (lambda h, w, t: _token_squares(torch.mm(h, _Q.t()), torch.mm(kernels.add(h, torch.zeros_like(h)), _Q_INVERSE_T)),
+     "aten.bmm"),
+    (lambda h, w, t: _token_squares(h, _kernel_clone_scaled_in_place(h)), "aten.bmm"),
+    (lambda h, w, t: _token_squares(h, kernels.add(h, _NOISE)), "aten.bmm"),
+    (_twice_then_read_by_a_kernel, "aten.mm"),
+], ids=["a copy", "a copy, x c^T's diagonal", "2 x", "x + 1", "rows reversed, undone by a product",
+        "features permuted, undone by a product", "signs flipped, undone by a scaling", "mixed apart by Q",
+        "a PyTorch clone scaled in place", "a little noise", "x after a kernel read it"])
+def test_a_kernel_s_copy_of_a_tensor_keeps_its_sources(work, what):
+    forbidden = _bookkeeping_only(work)
+    assert any(f"{what} of two factors computed from the same tensor" in f for f in forbidden), forbidden
+
+
 def test_an_honest_chunked_step_does_only_linear_maps_of_large_tensors():
     assert _bookkeeping_only(_honest_chunked_step) == []
     # a kernel's output is a value of its own: its product with the tensor it was computed from is fine
-    assert _bookkeeping_only(lambda h, w, t: torch.mm(kernels.add(h, torch.zeros_like(h)).t(), h)) == []
+    assert _bookkeeping_only(lambda h, w, t: torch.mm(kernels.square(h).t(), h)) == []
+    # ... and so is one that holds the tensor with large noise added: the kernel computed it from another
+    noise = torch.randn(6, 4, device=DEVICE.torch_device)
+    assert _bookkeeping_only(lambda h, w, t: torch.mm(kernels.add(h, noise).t(), h)) == []
     with watch(also_allowed=PRODUCTS_AND_SUMS) as record:   # the rule applies only where asked for
         torch.mm(torch.ones(20, 20), torch.ones(20, 20)).clamp_min(0.0)
     assert record.forbidden() == []

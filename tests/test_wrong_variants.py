@@ -11,6 +11,22 @@ from test_memory import FLOAT32_SUM
 
 SOL = REPO / "solutions"
 
+# A Triton kernel that only copies x's rows (MODE 0), as 2 x + 1 with a little noise (1), with the
+# features reversed (2), or with the signs of some features flipped (3)
+COPY_KERNEL = """@triton.jit
+def copy_kernel(x_ptr, y_ptr, signs_ptr, n_cols, MODE: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    if MODE == 1:
+        x = 2.0 * x + 1.0 + 1e-3 * tl.sin((row * n_cols + cols).to(tl.float32))
+    if MODE == 2:
+        x = tl.load(x_ptr + row * n_cols + (n_cols - 1 - cols), mask=mask, other=0.0)
+    if MODE == 3:
+        x = x * tl.load(signs_ptr + cols, mask=mask, other=1.0)
+    tl.store(y_ptr + row * n_cols + cols, x, mask=mask)"""
+
 VARIANTS = [
     # (id, notebook, exercise key, {old: new}, words the message must contain)
     ("softmax: no max subtraction", "day2/softmax", "day2.softmax",
@@ -191,6 +207,37 @@ VARIANTS = [
       "        D.view(-1)[::n + 1].copy_(w)\n"
       "        y.copy_((x * rstd[:, None]) @ D)\n"},
      ["computed with PyTorch", "aten.mm of two factors computed from the same tensor"]),
+    # the same norm with each token's sum of squares from x times a copy that a Triton kernel made of it,
+    # scaled, shifted, rearranged or with its signs flipped, and a little noise (the copy keeps x's sources)
+    *[(f"training step: RMSNorm from x times a kernel's {what}", "day5/training_step", "day5.training_step",
+       {"class RMSNorm(torch.autograd.Function):": COPY_KERNEL + "\n\nclass RMSNorm(torch.autograd.Function):",
+        "        rmsnorm_forward_kernel[(x.shape[0],)](x, w, y, rstd, x.shape[1], 1e-6, BLOCK=block,\n"
+        "                                              num_warps=4 if block <= 1024 else 8)\n":
+        "        n = x.shape[1]\n"
+        "        copy = torch.empty_like(x)\n"
+        "        signs = torch.ones(n, device=x.device)\n"
+        "        signs[1::3] = -1.0\n"
+        f"        copy_kernel[(x.shape[0],)](x, copy, signs, n, MODE={mode}, BLOCK=block)\n"
+        f"        {undo}\n"
+        f"        ms = {squares} / n + 1e-6\n"
+        "        s = ms * 0.5 + 0.5\n"
+        "        for _ in range(30):\n"
+        "            s = (s + ms / s) * 0.5\n"
+        "        rstd.copy_(torch.ones_like(s) / s)\n"
+        "        D = torch.zeros(n, n)\n"
+        "        D.view(-1)[::n + 1].copy_(w)\n"
+        "        y.copy_((x * rstd[:, None]) @ D)\n"},
+       ["computed with PyTorch", f"aten.{product} of two factors computed from the same tensor"])
+      for what, mode, undo, squares, product in [
+          ("copy, by bmm", 0, "pass", "torch.bmm(x.view(-1, 1, n), copy.view(-1, n, 1)).view(-1)", "bmm"),
+          ("copy, x c^T's diagonal", 0, "pass", "(x @ copy.t()).as_strided((x.shape[0],), (x.shape[0] + 1,))", "mm"),
+          ("2 x + 1 with noise", 1, "copy = (copy + -1.0) * 0.5",
+           "torch.bmm(x.view(-1, 1, n), copy.view(-1, n, 1)).view(-1)", "bmm"),
+          ("features reversed", 2, "P = torch.zeros(n, n)\n        P.view(-1)[n - 1:n * n - 1:n - 1].fill_(1.0)\n"
+           "        copy = copy @ P",
+           "torch.bmm(x.view(-1, 1, n), copy.view(-1, n, 1)).view(-1)", "bmm"),
+          ("signs flipped", 3, "copy = copy.mul(signs)",
+           "torch.bmm(x.view(-1, 1, n), copy.view(-1, n, 1)).view(-1)", "bmm")]],
     ("bias + GELU: bias of the row instead of the column", "day1/bias_gelu", "day1.bias_gelu",
      {"b_ptr + offsets % n_cols": "b_ptr + (offsets // n_cols) % n_cols"}, ["elements differ", "offset % n_cols"]),
     ("vector add: grid rounded down", "day1/vector_add", "day1.vector_add",
@@ -207,6 +254,39 @@ def test_wrong_variant_fails_with_a_message_that_points_at_the_mistake(notebook,
         grader.check(key, namespace[name], hidden=True)
     for word in words:
         assert word in str(info.value), str(info.value)
+
+
+# x + r and RMSNorm(x + r) from one kernel (as some libraries fuse them), its backward the norm's plus the
+# sum's gradient
+FUSED_ADD_NORM = """@triton.jit
+def add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, s_ptr, y_ptr, rstd_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    at = row * n_cols + cols
+    x = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32) + tl.load(r_ptr + at, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    tl.store(s_ptr + at, x.to(s_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + at, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(rstd_ptr + row, rstd)
+
+
+class AddRMSNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, r, w):
+        x, r = x.contiguous(), r.contiguous()
+        s, y = torch.empty_like(x), torch.empty_like(x)
+        rstd = torch.empty(x.shape[0], device=x.device, dtype=torch.float32)
+        add_rmsnorm_kernel[(x.shape[0],)](x, r, w, s, y, rstd, x.shape[1], 1e-6, BLOCK=triton.next_power_of_2(x.shape[1]))
+        ctx.save_for_backward(s, w, rstd)
+        return s, y
+
+    @staticmethod
+    def backward(ctx, ds, dy):
+        dx, dw = RMSNorm.backward(ctx, dy)      # saved in the same order: (the norm's input, w, rstd)
+        dx = dx + ds
+        return dx, dx, dw"""
 
 
 HONEST_VARIANTS = [
@@ -293,6 +373,46 @@ HONEST_VARIANTS = [
      {"    x = torch.addmm(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d), wo)  # x + a @ wo":
       '    x = x + torch.einsum("td,de->te", CausalAttention.apply(torch.einsum("td,de->te", h, wqkv)'
       '.view(b, n, 3 * d)).view(b * n, d), wo)'}),
+    # Triton kernels that copy or rearrange honestly (their copies keep the sources of what they copied):
+    # q, k and v split apart by a kernel and packed again by PyTorch before the attention ...
+    ("training step: q, k, v split apart by a kernel", "day5/training_step", "day5.training_step",
+     {"class CausalAttention(torch.autograd.Function):":
+      "@triton.jit\n"
+      "def split_kernel(qkv_ptr, parts_ptr, d, tokens, BLOCK: tl.constexpr):\n"
+      "    t = tl.program_id(0).to(tl.int64)\n"
+      "    cols = tl.arange(0, BLOCK)\n"
+      "    mask = cols < d\n"
+      "    for j in tl.static_range(3):\n"
+      "        tl.store(parts_ptr + j * tokens * d + t * d + cols, tl.load(qkv_ptr + t * 3 * d + j * d + cols, mask=mask),\n"
+      "                 mask=mask)\n\n\n"
+      "class CausalAttention(torch.autograd.Function):",
+      "        qkv = qkv.contiguous()\n":
+      "        b, n, three_d = qkv.shape\n"
+      "        parts = torch.empty((3, b, n, three_d // 3), device=qkv.device, dtype=qkv.dtype)\n"
+      "        split_kernel[(b * n,)](qkv.contiguous(), parts, three_d // 3, b * n,\n"
+      "                               BLOCK=triton.next_power_of_2(three_d // 3))\n"
+      "        qkv = torch.stack((parts[0], parts[1], parts[2]), dim=2).view(b, n, three_d)\n"}),
+    # ... the norm's output transposed by a kernel, the product reading it through a transposed view ...
+    ("training step: the norm's output transposed by a kernel", "day5/training_step", "day5.training_step",
+     {"class RMSNorm(torch.autograd.Function):":
+      "@triton.jit\n"
+      "def transpose_kernel(y_ptr, yt_ptr, n_rows, n_cols, BLOCK: tl.constexpr):\n"
+      "    row = tl.program_id(0).to(tl.int64)\n"
+      "    cols = tl.arange(0, BLOCK)\n"
+      "    mask = cols < n_cols\n"
+      "    tl.store(yt_ptr + cols * n_rows + row, tl.load(y_ptr + row * n_cols + cols, mask=mask), mask=mask)\n\n\n"
+      "class RMSNorm(torch.autograd.Function):",
+      "        ctx.save_for_backward(x, w, rstd)\n        return y\n":
+      "        ctx.save_for_backward(x, w, rstd)\n"
+      "        yt = torch.empty((x.shape[1], x.shape[0]), device=x.device, dtype=x.dtype)\n"
+      "        transpose_kernel[(x.shape[0],)](y, yt, x.shape[0], x.shape[1], BLOCK=block)\n"
+      "        return yt.t()\n"}),
+    # ... and the second residual addition fused with the second norm: one kernel writes both
+    ("training step: residual add and RMSNorm fused", "day5/training_step", "day5.training_step",
+     {"# ---- the block ---": FUSED_ADD_NORM + "\n\n# ---- the block ---",
+      "    x = torch.addmm(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d), wo)  # x + a @ wo\n"
+      "    h = RMSNorm.apply(x, norm2)\n":
+      "    x, h = AddRMSNorm.apply(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d) @ wo, norm2)\n"}),
     # integers compared with a threshold instead of floats with p
     ("dropout: integer threshold", "day5/dropout", "day5.dropout",
      {"tl.where(r >= p, x * scale, 0.0)": "tl.where((r * 16777216.0).to(tl.int32) >= (p * 16777216.0), x * scale, 0.0)"}),

@@ -106,6 +106,7 @@ class CallRecord:
     # launches, they came from}): a product of two factors with a common source is refused (PRODUCTS)
     sources: dict = field(default_factory=dict)
     fresh: int = 0                     # ids of the values that Triton launches wrote
+    positions: dict = field(default_factory=dict)   # {(elements, device): where launches' tensors are sampled}
 
     def sources_of(self, t: torch.Tensor) -> frozenset:
         """What PyTorch computed t's values from, as far as this call saw: an input is its own source."""
@@ -113,10 +114,48 @@ class CallRecord:
         return self.sources.get(address, frozenset((address,)))
 
     def launched_with(self, values) -> None:
-        """A Triton launch may have written any of its tensors: from now on each is a value of its own."""
+        """A Triton launch may have written any of its tensors: from now on each is a value of its own
+        (where the launch is not compared before and after: before_launch)."""
         for t in _tensors_in(values):
-            self.fresh += 1
-            self.sources[_storage(t).data_ptr()] = frozenset((("launch", self.fresh),))
+            self._fresh_value(t)
+
+    def _fresh_value(self, t: torch.Tensor) -> frozenset:
+        self.fresh += 1
+        self.sources[_storage(t).data_ptr()] = frozenset((("launch", self.fresh),))
+        return self.sources[_storage(t).data_ptr()]
+
+    def before_launch(self, values) -> list:
+        """What each tensor handed to a Triton launch held before it (a _Sketch), and its sources."""
+        return [(t, _sketch(t, self._positions(t)), self.sources_of(t)) for t in _tensors_in(values)
+                if t.numel() and t.layout == torch.strided and t.device.type != "meta"]
+
+    def after_launch(self, before: list) -> None:
+        """What the launch wrote is a value of its own, unless it is a copy (COPY_SAMPLE) of a tensor it was
+        handed: then it keeps that tensor's sources, and its own if it was written in place. What the
+        launch only read keeps its sources."""
+        written = {}
+        for t, was, _ in before:
+            now = _sketch(t, self._positions(t))
+            if now == was:
+                continue
+            copied = [sources for _, other, sources in before if other.copied_into(now)]   # itself too
+            address = _storage(t).data_ptr()
+            new = self.sources_of(t).union(*copied) if copied else self._fresh_value(t)
+            written[address] = written.get(address, frozenset()) | new
+        self.sources.update(written)
+
+    def _positions(self, t: torch.Tensor) -> torch.Tensor:
+        """The elements sampled of a tensor of t's size, drawn once per call and size from the OS's
+        randomness (a student's code cannot seed it), so that a copy cannot spare just those."""
+        key = (t.numel(), t.device)
+        if key not in self.positions:
+            if t.numel() <= COPY_SAMPLE:
+                chosen = torch.arange(t.numel())
+            else:
+                generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+                chosen = torch.randint(t.numel(), (COPY_SAMPLE,), generator=generator)
+            self.positions[key] = chosen.to(t.device)
+        return self.positions[key]
 
     def note_storages(self, values) -> set:
         """The storages of the tensors among `values` (nested in lists, tuples and dicts), noted as
@@ -220,6 +259,83 @@ def _storage(t: torch.Tensor):
 PRODUCTS = {"mm": (0, 1), "bmm": (0, 1), "matmul": (0, 1), "mv": (0, 1), "dot": (0, 1), "vdot": (0, 1),
             "addmm": (1, 2), "addmm_": (1, 2), "baddbmm": (1, 2), "baddbmm_": (1, 2), "addbmm": (1, 2),
             "addmv": (1, 2)}
+
+
+# A Triton launch's output is a value of its own (CallRecord.sources): a kernel computes what PyTorch may
+# not. But a kernel that only copies a tensor would make its copy a new value too, and the products of
+# a tensor with its copy are squares again (a red team's RMSNorm from x times a kernel's copy of x).
+# So a tensor a launch wrote keeps the sources of an argument it copied: one whose values (as they
+# were before the launch) it holds up to a scale and a shift, with little noise, element by element or
+# in magnitude (per-element sign flips), or as a multiset (a permutation, which a view or a product
+# with a permutation matrix undoes). The whole tensor is not kept: each is sampled at COPY_SAMPLE random
+# positions (the same for tensors of one size), and summed up by a few moments of all its elements.
+COPY_SAMPLE = 4096
+COPIES_FROM = 16   # fewer elements than this: too few to tell a copy from a coincidence
+# A copy may differ from the scaled, shifted argument by at most this fraction of its spread (R^2 of
+# 0.99, per element; twice the exercise's bfloat16 tolerance, 5e-2). Honest kernels' outputs stay well
+# apart from their arguments (a softmax's gradient with its one-hot, SwiGLU, attention); an RMSNorm's
+# is a copy of x by this measure, which is fine: nothing honest multiplies it by x. A noisier copy counts
+# as new, and a product averages its noise away: that stays open (docs/threat-model.md).
+COPY_NOISE = 0.1
+# The moments of a permutation of a tensor equal its own but for rounding in the sums (about 1e-6 in
+# float32); those of two different tensors differ by more, from about 1/sqrt(their size) up.
+SAME_MOMENTS = 1e-5
+
+
+@dataclass
+class _Sketch:
+    """What is compared of a tensor before and after a launch: its values at the call's positions for
+    its size (in its own dtype, to tell whether the launch wrote it), and for a floating tensor its
+    moments: |skewness|, kurtosis and the 6th standardized moment, then E|v|^k / E|v|^k for k = 2, 3, 4
+    (a scale and a shift, or a scale and sign flips, leave one triple unchanged; so does a permutation)."""
+    sample: torch.Tensor
+    moments: tuple = ()      # () where there is nothing to compare: too few elements, not floats, constant
+
+    def __eq__(self, other) -> bool:
+        return self.moments == other.moments and \
+            torch.equal(self.sample.reshape(-1).view(torch.uint8), other.sample.reshape(-1).view(torch.uint8))
+
+    def copied_into(self, written: "_Sketch") -> bool:
+        """Whether `written` holds these values up to a scale, a shift and little noise (COPY_NOISE),
+        up to signs, or in another order (SAME_MOMENTS)."""
+        if not self.moments or not written.moments or self.sample.shape != written.sample.shape:
+            return False
+        x, y = self.sample.double(), written.sample.double()
+        finite = x.isfinite() & y.isfinite()
+        x, y = x[finite], y[finite]
+        if len(x) >= COPIES_FROM and (_affine(x, y) or _affine(x.abs(), y.abs())):
+            return True
+        return any(all(abs(a - b) <= SAME_MOMENTS * max(1.0, abs(b)) for a, b in zip(mine, theirs))
+                   for mine, theirs in ((self.moments[:3], written.moments[:3]), (self.moments[3:], written.moments[3:])))
+
+
+def _affine(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether y = a x + b but for noise of at most COPY_NOISE of y's spread (least squares)."""
+    x, y = x - x.mean(), y - y.mean()
+    vx, vy, cov = float(x @ x), float(y @ y), float(x @ y)
+    return vx > 0 and vy > 0 and cov * cov >= (1 - COPY_NOISE ** 2) * vx * vy
+
+
+def _sketch(t: torch.Tensor, positions: torch.Tensor) -> _Sketch:
+    """t's _Sketch: a few passes over its elements (in float32), no sort."""
+    with torch.no_grad():
+        t = t.detach()
+        sample = t[torch.unravel_index(positions, t.shape)] if t.dim() else t.reshape(1)
+        if not t.is_floating_point() or t.numel() < COPIES_FROM:
+            return _Sketch(sample)
+        v = t.to(torch.float32, memory_format=torch.contiguous_format, copy=True).view(-1)
+        v.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)   # a poisoned (never written) element counts as 0
+        n = v.numel()
+        mean_abs = float(torch.linalg.vector_norm(v, 1)) / n
+        magnitudes = [float(torch.linalg.vector_norm(v, k)) ** k / n / mean_abs ** k if mean_abs > 0 else 0.0
+                      for k in (2, 3, 4)]
+        std, mean = torch.std_mean(v, correction=0)
+        if not float(std) > 0 or not mean_abs > 0:
+            return _Sketch(sample)
+        z = v.sub_(mean).div_(std)
+        z2 = z * z
+        shape = [abs(float(z2 @ z)) / n, float(z2 @ z2) / n, float(torch.linalg.vector_norm(z, 6)) ** 6 / n]
+        return _Sketch(sample, tuple(shape + magnitudes))
 
 
 def _elements(n: int) -> str:
@@ -637,9 +753,18 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
         if record.touched is not None:
             record.note_storages((args, kwargs))
-        if counts and not kwargs.get("warmup", False):
-            if record.linear_above is not None:
+        # With linear_above, what the launch wrote and copied (CallRecord.after_launch): compared once
+        # around the outermost entry (an autotuner's benchmarking, its launch in the end), as it was
+        # before and after; not while memory is measured, where copies of the tensors would count (that
+        # call's correctness is checked on its own). Elsewhere each tensor is a value of its own.
+        before = None
+        if record.linear_above is not None and not kwargs.get("warmup", False):
+            if entry and not watcher.in_triton and record.touched is None:
+                with _unwatched(watcher):
+                    before = record.before_launch((args, kwargs))
+            elif counts and record.touched is not None:
                 record.launched_with((args, kwargs))
+        if counts and not kwargs.get("warmup", False):
             record.launches += 1
             if type(self).__name__ == "GridExecutor" and len(record.interpreted) < 16:
                 record.interpreted += gpu_compile.launch(self, args, kwargs)
@@ -662,10 +787,23 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 if record.guards and type(self).__name__ != "GridExecutor":   # the interpreter checks each access
                     record.look_at_guards(getattr(self, "__name__", "?"),
                                           {**dict(zip(getattr(self, "arg_names", ()), args)), **kwargs})
+            if before is not None:
+                with _unwatched(watcher):
+                    record.after_launch(before)
             return launched
         finally:
             watcher.in_triton = depth
     return run
+
+
+@contextmanager
+def _unwatched(watcher):
+    """The guard's own work on the student's tensors: not the student's ops."""
+    watcher.in_triton += 1
+    try:
+        yield
+    finally:
+        watcher.in_triton -= 1
 
 
 def _note_compiled(record, kernel) -> None:
