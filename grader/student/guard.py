@@ -107,6 +107,11 @@ class CallRecord:
     sources: dict = field(default_factory=dict)
     fresh: int = 0                     # ids of the values that Triton launches wrote
     positions: dict = field(default_factory=dict)   # {(elements, device): where launches' tensors are sampled}
+    # The sketches of tensors as they are now ({storage address: {_sketch_key: _Sketch}}): a tensor that
+    # many launches read (a weight, chunk after chunk) is summed up once, not twice per launch. A storage's
+    # entries go when anything may have written it: a launch (after_launch, launched_with), a PyTorch op
+    # the guard sees (_note_sources), an in-place op it does not (the version counter, in the key).
+    sketches: dict = field(default_factory=dict)
 
     def sources_of(self, t: torch.Tensor) -> frozenset:
         """What PyTorch computed t's values from, as far as this call saw: an input is its own source."""
@@ -118,6 +123,19 @@ class CallRecord:
         (where the launch is not compared before and after: before_launch)."""
         for t in _tensors_in(values):
             self._fresh_value(t)
+            self.forget_sketches(t)
+
+    def forget_sketches(self, t: torch.Tensor) -> None:
+        """t's storage may have been written: its sketches are stale."""
+        self.sketches.pop(_storage(t).data_ptr(), None)
+
+    def _sketch_of(self, t: torch.Tensor) -> "_Sketch":
+        """t's _Sketch, computed again only where its storage may have been written since."""
+        kept = self.sketches.setdefault(_storage(t).data_ptr(), {})
+        key = _sketch_key(t)
+        if key not in kept:
+            kept[key] = _sketch(t, self._positions(t))
+        return kept[key]
 
     def _fresh_value(self, t: torch.Tensor) -> frozenset:
         self.fresh += 1
@@ -126,7 +144,7 @@ class CallRecord:
 
     def before_launch(self, values) -> list:
         """What each tensor handed to a Triton launch held before it (a _Sketch), and its sources."""
-        return [(t, _sketch(t, self._positions(t)), self.sources_of(t)) for t in _tensors_in(values)
+        return [(t, self._sketch_of(t), self.sources_of(t)) for t in _tensors_in(values)
                 if t.numel() and t.layout == torch.strided and t.device.type != "meta"]
 
     def after_launch(self, before: list) -> None:
@@ -135,7 +153,12 @@ class CallRecord:
         launch only read keeps its sources."""
         written = {}
         for t, was, _ in before:
-            now = _sketch(t, self._positions(t))
+            # Its values at the sampled positions first: a launch that wrote none of them (of 4096 random
+            # ones, or all of a small tensor) did not write the tensor, and the whole pass is spared.
+            if _same_values(_sample(t, self._positions(t)), was.sample):
+                continue
+            self.forget_sketches(t)
+            now = self._sketch_of(t)
             if now == was:
                 continue
             copied = [sources for _, other, sources in before if other.copied_into(now)]   # itself too
@@ -292,8 +315,7 @@ class _Sketch:
     moments: tuple = ()      # () where there is nothing to compare: too few elements, not floats, constant
 
     def __eq__(self, other) -> bool:
-        return self.moments == other.moments and \
-            torch.equal(self.sample.reshape(-1).view(torch.uint8), other.sample.reshape(-1).view(torch.uint8))
+        return self.moments == other.moments and _same_values(self.sample, other.sample)
 
     def copied_into(self, written: "_Sketch") -> bool:
         """Whether `written` holds these values up to a scale, a shift and little noise (COPY_NOISE),
@@ -316,26 +338,43 @@ def _affine(x: torch.Tensor, y: torch.Tensor) -> bool:
     return vx > 0 and vy > 0 and cov * cov >= (1 - COPY_NOISE ** 2) * vx * vy
 
 
-def _sketch(t: torch.Tensor, positions: torch.Tensor) -> _Sketch:
-    """t's _Sketch: a few passes over its elements (in float32), no sort."""
+def _sketch_key(t: torch.Tensor) -> tuple:
+    """What makes two tensors the same view of one storage's values, as long as nothing wrote it
+    (PyTorch's in-place ops count themselves in the version counter that a storage's views share)."""
+    return (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t._version)
+
+
+def _sample(t: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         t = t.detach()
-        sample = t[torch.unravel_index(positions, t.shape)] if t.dim() else t.reshape(1)
-        if not t.is_floating_point() or t.numel() < COPIES_FROM:
-            return _Sketch(sample)
-        v = t.to(torch.float32, memory_format=torch.contiguous_format, copy=True).view(-1)
+        return t[torch.unravel_index(positions, t.shape)] if t.dim() else t.reshape(1)
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit for bit (a NaN equals itself)."""
+    return a.shape == b.shape and torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+
+
+def _sketch(t: torch.Tensor, positions: torch.Tensor) -> _Sketch:
+    """t's _Sketch: a few passes over its elements (in float32), no sort, and one wait for the GPU."""
+    sample = _sample(t, positions)
+    if not t.is_floating_point() or t.numel() < COPIES_FROM:
+        return _Sketch(sample)
+    with torch.no_grad():
+        v = t.detach().to(torch.float32, memory_format=torch.contiguous_format, copy=True).view(-1)
         v.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)   # a poisoned (never written) element counts as 0
         n = v.numel()
-        mean_abs = float(torch.linalg.vector_norm(v, 1)) / n
-        magnitudes = [float(torch.linalg.vector_norm(v, k)) ** k / n / mean_abs ** k if mean_abs > 0 else 0.0
-                      for k in (2, 3, 4)]
+        norms = [torch.linalg.vector_norm(v, k) for k in (1, 2, 3, 4)]
         std, mean = torch.std_mean(v, correction=0)
-        if not float(std) > 0 or not mean_abs > 0:
-            return _Sketch(sample)
-        z = v.sub_(mean).div_(std)
+        z = v.sub_(mean).div_(std)       # not finite where std is 0: such a tensor gets no moments
         z2 = z * z
-        shape = [abs(float(z2 @ z)) / n, float(z2 @ z2) / n, float(torch.linalg.vector_norm(z, 6)) ** 6 / n]
-        return _Sketch(sample, tuple(shape + magnitudes))
+        figures = torch.stack(norms + [std, z2 @ z, z2 @ z2, torch.linalg.vector_norm(z, 6)]).tolist()
+    (l1, l2, l3, l4), std, (z3, z4, z6) = figures[:4], figures[4], figures[5:]
+    mean_abs = l1 / n
+    if not std > 0 or not mean_abs > 0:
+        return _Sketch(sample)
+    magnitudes = [lk ** k / n / mean_abs ** k for lk, k in ((l2, 2), (l3, 3), (l4, 4))]
+    return _Sketch(sample, (abs(z3) / n, z4 / n, z6 ** 6 / n, *magnitudes))
 
 
 def _elements(n: int) -> str:
@@ -468,6 +507,7 @@ class _Watcher(TorchDispatchMode):
             if name not in ALLOCATIONS else frozenset()
         for t in _tensors_in(out):
             record.sources[_storage(t).data_ptr()] = read
+            record.forget_sketches(t)
 
     def _custom_op(self, func, args, kwargs):
         """A custom operator: opaque to a dispatch mode, so its name says nothing of what it computes
