@@ -112,6 +112,7 @@ class CallRecord:
     # entries go when anything may have written it: a launch (after_launch, launched_with), a PyTorch op
     # the guard sees (_note_sources), an in-place op it does not (the version counter, in the key).
     sketches: dict = field(default_factory=dict)
+    follow_copies: bool = True   # watch(follow_copies=)
 
     def sources_of(self, t: torch.Tensor) -> frozenset:
         """What PyTorch computed t's values from, as far as this call saw: an input is its own source."""
@@ -799,10 +800,10 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
         # call's correctness is checked on its own). Elsewhere each tensor is a value of its own.
         before = None
         if record.linear_above is not None and not kwargs.get("warmup", False):
-            if entry and not watcher.in_triton and record.touched is None:
+            if entry and not watcher.in_triton and record.touched is None and record.follow_copies:
                 with _unwatched(watcher):
                     before = record.before_launch((args, kwargs))
-            elif counts and record.touched is not None:
+            elif counts and (record.touched is not None or not record.follow_copies):
                 record.launched_with((args, kwargs))
         if counts and not kwargs.get("warmup", False):
             record.launches += 1
@@ -1082,7 +1083,7 @@ def _tensors_in(values):
 
 @contextmanager
 def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: bool | None = None,
-          memory: bool = False, linear_above: int | None = None):
+          memory: bool = False, linear_above: int | None = None, follow_copies: bool = True):
     """Run a block under the watcher; yields the CallRecord it fills in.
 
     `also_allowed` names extra ATen ops an exercise permits (e.g. "sum" to add up per-block partials).
@@ -1093,9 +1094,13 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     `memory` notes the storages the block's ops and launches use (CallRecord.touched).
     `linear_above`: PyTorch may apply only linear maps, so many times, to tensors of more elements than
     this, and only so many other ops to smaller ones (LINEAR_OPS).
+    `follow_copies=False`: with linear_above, a Triton launch's outputs are values of their own, not
+    compared with its arguments (CallRecord.after_launch). For timed calls: the comparison is GPU work
+    of the grader's own, which would be timed and profiled as the student's. Their correctness checks
+    compare, and the profiled call's share of PyTorch kernels still shows PyTorch doing the work.
     """
     global _active
-    record = CallRecord(touched={} if memory else None, linear_above=linear_above)
+    record = CallRecord(touched={} if memory else None, linear_above=linear_above, follow_copies=follow_copies)
     _note_replaced_operators(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     outer, _active = _active, _Watch(record, watcher, compile_ahead=ops if tune_briefly is None else tune_briefly)

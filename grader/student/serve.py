@@ -194,7 +194,7 @@ def _one_call(spec, fn, args, on_gpu: bool, launched: Counter, waits: list, comp
     for t in args:   # as an in-place write would: a cache that watches version counters misses
         if isinstance(t, torch.Tensor):
             torch.autograd.graph.increment_version(t)
-    with watch_student(spec, args, poison=False, tune_briefly=False) as record:
+    with watch_student(spec, args, poison=False, tune_briefly=False, follow_copies=False) as record:
         if spec.times_step:   # a whole step: the set's last tensor is the output's gradient
             *inputs, dy = args
             with no_saved_tensor_hooks(spec):
