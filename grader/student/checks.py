@@ -147,6 +147,11 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches:
     overrun = record.overruns()
     if overrun:
         raise CheckFailed(f"{spec.title}: {where} {overrun}")
+    if getattr(record, "not_triton", None):
+        raise CheckFailed(f"{spec.title}: {', '.join(record.not_triton[:3])} {where}: Python that is not Triton. "
+                          f"In the CPU interpreter a kernel's body runs as plain Python, so this ran here; a "
+                          f"GPU's compiler refuses it, and the grade is the GPU's. A kernel computes with tl.* "
+                          f"and other @triton.jit functions only.")
     if record.forbidden():
         bounded = getattr(record, "beyond_bookkeeping", False)
         raise CheckFailed(f"{spec.title}: {who} computed with PyTorch ({', '.join(record.forbidden())}) "

@@ -50,6 +50,101 @@ def launch(executor, args, kwargs) -> list:
              {k: _describe(v) for k, v in kwargs.items() if k not in ("grid", "warmup")})]
 
 
+def kernel_of(executor):
+    """The @triton.jit kernel an interpreter launch runs (see launch), or None."""
+    found = launch(executor, (), {})
+    return found[0][0] if found else None
+
+
+# Python a kernel may not reach in its body, which the interpreter runs as plain Python and a GPU's
+# compiler refuses: a loaded block's NumPy values (`.handle`, the interpreter's own), NumPy and PyTorch,
+# imports, and the builtins that fetch attributes or code by a computed name.
+_FOREIGN_MODULES = ("numpy", "torch", "scipy", "cupy", "jax")
+_REFLECTION = {"getattr", "setattr", "vars", "globals", "locals", "eval", "exec", "compile", "__import__"}
+_NOT_TRITON_CACHE = {}
+
+
+def not_triton(kernel) -> list:
+    """What a kernel's body (and the @triton.jit and plain Python functions it calls, followed a few calls
+    deep) does that only the CPU interpreter runs: ["`np.exp` (numpy)", ...]. A plain Python helper is
+    fine in itself (one computing a block size from constexpr values compiles); what it reaches is not."""
+    fn = getattr(kernel, "fn", kernel)
+    key = getattr(fn, "__code__", None)
+    if key not in _NOT_TRITON_CACHE:
+        try:
+            _NOT_TRITON_CACHE[key] = _foreign_reach(fn, set(), 0) if key is not None else []
+        except Exception:  # noqa: BLE001 - code this cannot read: no verdict, never the student's error
+            _NOT_TRITON_CACHE[key] = []
+    return _NOT_TRITON_CACHE[key]
+
+
+def _foreign_reach(fn, seen: set, depth: int) -> list:
+    fn = getattr(fn, "fn", fn)
+    if id(fn) in seen or depth > 4 or not isinstance(fn, types.FunctionType):
+        return []
+    seen.add(id(fn))
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.FunctionDef) else tree.body
+    scope = {**fn.__globals__, **(inspect.getclosurevars(fn).nonlocals if fn.__closure__ else {})}
+    local = {a.arg for a in ast.walk(tree.body[0].args) if isinstance(a, ast.arg)} \
+        if isinstance(tree.body[0], ast.FunctionDef) else set()
+    local |= {n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    found = []
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.append("an import")
+            elif isinstance(node, ast.Attribute) and (node.attr == "handle" or node.attr.startswith("_")):
+                found.append(f"`.{node.attr}`")
+            elif isinstance(node, ast.Call):
+                name, obj = _resolved(node.func, scope, local)
+                if name is None:
+                    continue
+                inner = getattr(obj, "fn", None)
+                if isinstance(inner, types.FunctionType) and (inner.__module__ or "").split(".")[0] == "triton":
+                    continue                    # Triton's own language (tl.max is a @triton.jit function)
+                if isinstance(inner, types.FunctionType):   # the student's @triton.jit function
+                    found += [f"{what} in `{name}`" if " in `" not in what else what
+                              for what in _foreign_reach(obj.fn, seen, depth + 1)]
+                    continue
+                module = (obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None)) or ""
+                if not isinstance(module, str):
+                    continue
+                if module.split(".")[0] == "triton":
+                    continue
+                if name in _REFLECTION and module == "builtins":
+                    found.append(f"`{name}`")
+                elif module.split(".")[0] in _FOREIGN_MODULES or type(obj).__module__.split(".")[0] in _FOREIGN_MODULES:
+                    found.append(f"`{name}` ({module.split('.')[0] or type(obj).__module__.split('.')[0]})")
+                else:
+                    found += [f"{what} in `{name}`" if " in `" not in what else what
+                              for what in _foreign_reach(obj, seen, depth + 1)]
+    return list(dict.fromkeys(found))
+
+
+def _resolved(func, scope: dict, local: set):
+    """(the dotted name, the object) a call's function names through the kernel's globals, or (None, None)."""
+    parts = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if not isinstance(func, ast.Name) or func.id in local:
+        return None, None
+    import builtins
+    obj = scope.get(func.id, getattr(builtins, func.id, None))
+    if obj is None:
+        return None, None
+    for part in reversed(parts):
+        try:
+            obj = getattr(obj, part)
+        except Exception:  # noqa: BLE001 - a name this cannot follow: no verdict on it
+            return None, None
+    return ".".join([func.id, *reversed(parts)]), obj
+
+
 def _describe(value):
     import torch
     if isinstance(value, torch.Tensor):

@@ -83,6 +83,9 @@ class CallRecord:
     values_read: int = 0                              # values read out of tensors into Python (.item(), ...)
     device_moves: list = field(default_factory=list)  # copies between devices (e.g. .cpu())
     side_streams: int = 0                              # launches on a stream other than the caller's
+    # In the CPU interpreter: what a launched kernel's body reaches that is not Triton (NumPy, a loaded
+    # block's interpreter values), which runs there only (gpu_compile.not_triton)
+    not_triton: list = field(default_factory=list)
     kernels: Counter = field(default_factory=Counter)  # launches by Triton kernel name
     # On a GPU: what each compiled kernel asks of an SM (registers, spills, warps, shared memory), told in
     # the speed feedback; never part of a verdict
@@ -807,8 +810,14 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 record.launched_with((args, kwargs))
         if counts and not kwargs.get("warmup", False):
             record.launches += 1
-            if type(self).__name__ == "GridExecutor" and len(record.interpreted) < 16:
-                record.interpreted += gpu_compile.launch(self, args, kwargs)
+            if type(self).__name__ == "GridExecutor":
+                if len(record.interpreted) < 16:
+                    record.interpreted += gpu_compile.launch(self, args, kwargs)
+                kernel = gpu_compile.kernel_of(self)
+                for what in (gpu_compile.not_triton(kernel) if kernel is not None else []):
+                    said = f"kernel `{getattr(kernel, '__name__', '?')}` calls {what}"
+                    if said not in record.not_triton:
+                        record.not_triton.append(said)
             record.kernels[getattr(self, "__name__", None) or type(self).__name__] += 1
             if state.caller_stream is not None and torch.cuda.current_stream() != state.caller_stream:
                 record.side_streams += 1

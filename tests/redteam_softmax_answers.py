@@ -1,0 +1,456 @@
+"""Answer cells for the Day 2 softmax red team (tests/test_redteam_pipeline_softmax.py): each is the whole
+`softmax` solution cell as a student would hand it in (the only cell of the notebook that nbgrader marks
+as a solution)."""
+from __future__ import annotations
+
+import textwrap
+
+# ---------------------------------------------------------------------------------------------------
+# Honest variants
+
+# 1. In the manner of Triton's fused-softmax tutorial (written anew): one row per program, the row in one
+# block of next_power_of_2(n_cols), num_warps from the block size, a persistent grid that strides over the
+# rows; rows too wide for one block go to a two-pass kernel.
+TUTORIAL_STYLE = '''
+@triton.jit
+def softmax_row_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
+                       BLOCK_SIZE: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """A persistent program: starts at its own row and steps over the grid's width of rows."""
+    first = tl.program_id(0)
+    step = tl.num_programs(0)
+    for r in tl.range(first, n_rows, step, num_stages=NUM_STAGES):
+        offsets = tl.arange(0, BLOCK_SIZE)
+        inside = offsets < n_cols
+        logits = tl.load(in_ptr + r * in_row_stride + offsets, mask=inside, other=-float("inf"))
+        logits = logits.to(tl.float32)
+        shifted = logits - tl.max(logits, axis=0)
+        numerator = tl.exp(shifted)
+        denominator = tl.sum(numerator, axis=0)
+        result = numerator / denominator
+        tl.store(out_ptr + r * out_row_stride + offsets, result.to(out_ptr.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def softmax_chunked_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    """Rows wider than one block: the max, then the sum, then the write, a chunk at a time."""
+    r = tl.program_id(0)
+    src = in_ptr + r * in_row_stride
+    dst = out_ptr + r * out_row_stride
+    offsets = tl.arange(0, BLOCK_SIZE)
+    biggest = tl.full([BLOCK_SIZE], -float("inf"), tl.float32)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        chunk = tl.load(src + start + offsets, mask=start + offsets < n_cols, other=-float("inf"))
+        biggest = tl.maximum(biggest, chunk.to(tl.float32))
+    row_max = tl.max(biggest, axis=0)
+    total = tl.zeros([BLOCK_SIZE], tl.float32)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        chunk = tl.load(src + start + offsets, mask=start + offsets < n_cols, other=-float("inf"))
+        total += tl.exp(chunk.to(tl.float32) - row_max)
+    row_sum = tl.sum(total, axis=0)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        inside = start + offsets < n_cols
+        chunk = tl.load(src + start + offsets, mask=inside, other=-float("inf"))
+        tl.store(dst + start + offsets, (tl.exp(chunk.to(tl.float32) - row_max) / row_sum).to(out_ptr.dtype.element_ty),
+                 mask=inside)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension of a 2-D tensor."""
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    if BLOCK_SIZE > 32768:
+        softmax_chunked_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols, BLOCK_SIZE=4096, num_warps=8)
+        return y
+    num_warps = 4
+    if BLOCK_SIZE >= 2048:
+        num_warps = 8
+    if BLOCK_SIZE >= 4096:
+        num_warps = 16
+    if x.is_cuda:
+        programs = torch.cuda.get_device_properties(x.device).multi_processor_count * 4
+    else:
+        programs = 4       # the interpreter runs programs one after another: a few do
+    programs = max(1, min(programs, n_rows))
+    softmax_row_kernel[(programs, 1, 1)](y, x, x.stride(0), y.stride(0), n_rows, n_cols,
+                                         BLOCK_SIZE=BLOCK_SIZE, NUM_STAGES=2, num_warps=num_warps)
+    return y
+'''
+
+# 2. In the manner of Liger-Kernel's softmax: an autograd.Function, a settings helper, kernels launched with
+# keyword arguments; the forward always walks the row in chunks: an online pass keeps a running max and a
+# running sum rescaled when the max grows, a second pass writes.
+LIGER_STYLE = '''
+MAX_FUSED_SIZE = 65536
+
+
+def calculate_settings(n):
+    block = triton.next_power_of_2(n)
+    if block > MAX_FUSED_SIZE:
+        raise RuntimeError(f"a row of {n} columns is wider than {MAX_FUSED_SIZE}")
+    warps = 4
+    if block >= 32768:
+        warps = 32
+    elif block >= 8192:
+        warps = 16
+    elif block >= 2048:
+        warps = 8
+    return block, warps
+
+
+@triton.jit
+def _softmax_forward_looped(Y_ptr, Y_row_stride, X_ptr, X_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row_id = tl.program_id(0).to(tl.int64)
+    X_ptr += row_id * X_row_stride
+    Y_ptr += row_id * Y_row_stride
+    offs = tl.arange(0, BLOCK_SIZE)
+    m = tl.full((), -float("inf"), tl.float32)      # running max
+    d = tl.full((), 0.0, tl.float32)                # running sum of exp(x - m)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        idx = start + offs
+        blk = tl.load(X_ptr + idx, mask=idx < n_cols, other=-float("inf")).to(tl.float32)
+        new_m = tl.maximum(m, tl.max(blk, axis=0))
+        d = d * tl.exp(m - new_m) + tl.sum(tl.exp(blk - new_m), axis=0)
+        m = new_m
+    for start in range(0, n_cols, BLOCK_SIZE):
+        idx = start + offs
+        mask = idx < n_cols
+        blk = tl.load(X_ptr + idx, mask=mask, other=-float("inf")).to(tl.float32)
+        tl.store(Y_ptr + idx, (tl.exp(blk - m) / d).to(Y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_backward_looped(dy_ptr, dy_stride, y_ptr, y_stride, dx_ptr, dx_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row_id = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_SIZE)
+    acc = tl.full((), 0.0, tl.float32)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        idx = start + offs
+        mask = idx < n_cols
+        dy = tl.load(dy_ptr + row_id * dy_stride + idx, mask=mask, other=0.0).to(tl.float32)
+        y = tl.load(y_ptr + row_id * y_stride + idx, mask=mask, other=0.0).to(tl.float32)
+        acc += tl.sum(dy * y, axis=0)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        idx = start + offs
+        mask = idx < n_cols
+        dy = tl.load(dy_ptr + row_id * dy_stride + idx, mask=mask, other=0.0).to(tl.float32)
+        y = tl.load(y_ptr + row_id * y_stride + idx, mask=mask, other=0.0).to(tl.float32)
+        tl.store(dx_ptr + row_id * dx_stride + idx, (y * (dy - acc)).to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+def _softmax_forward(x):
+    *batch, n_cols = x.shape
+    x2d = x.contiguous().view(-1, n_cols)
+    n_rows = x2d.shape[0]
+    BLOCK_SIZE, num_warps = calculate_settings(min(n_cols, 2048))
+    y2d = torch.empty_like(x2d)
+    _softmax_forward_looped[(n_rows,)](Y_ptr=y2d, Y_row_stride=y2d.stride(0), X_ptr=x2d,
+                                       X_row_stride=x2d.stride(0), n_cols=n_cols, BLOCK_SIZE=BLOCK_SIZE,
+                                       num_warps=num_warps)
+    return y2d.view(*batch, n_cols)
+
+
+class LigerSoftmaxFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input_):
+        y = _softmax_forward(input_)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        n_cols = y.shape[-1]
+        y2d = y.view(-1, n_cols)
+        dy2d = grad_output.contiguous().view(-1, n_cols)
+        dx2d = torch.empty_like(dy2d)
+        BLOCK_SIZE, num_warps = calculate_settings(min(n_cols, 2048))
+        _softmax_backward_looped[(y2d.shape[0],)](dy2d, dy2d.stride(0), y2d, y2d.stride(0), dx2d, dx2d.stride(0),
+                                                  n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+        return dx2d.view_as(grad_output)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension of a 2-D tensor."""
+    return LigerSoftmaxFunction.apply(x)
+'''
+
+# 3. Unusual: exp2 with the log2(e) scaling folded in, several rows per program in a 2-D block (narrow
+# rows), and for wide rows an online softmax kept per lane (a vector of running maxima and sums, merged at
+# the end); launch plans cached by functools.lru_cache.
+EXP2_MULTIROW = '''
+import functools
+
+LOG2E = tl.constexpr(1.4426950408889634)   # a global a kernel reads must be a constexpr
+
+
+@triton.jit
+def softmax_rows_kernel(x_ptr, out_ptr, n_rows, n_cols, x_stride, out_stride,
+                        ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    row_ok = rows < n_rows
+    mask = row_ok[:, None] & (cols[None, :] < n_cols)
+    offsets = rows[:, None].to(tl.int64) * x_stride + cols[None, :]
+    x = tl.load(x_ptr + offsets, mask=mask, other=-float("inf")).to(tl.float32) * LOG2E
+    top = tl.where(row_ok, tl.max(x, axis=1), 0.0)
+    p = tl.exp2(x - top[:, None])
+    total = tl.where(row_ok, tl.sum(p, axis=1), 1.0)
+    y = p / total[:, None]
+    tl.store(out_ptr + rows[:, None].to(tl.int64) * out_stride + cols[None, :], y.to(out_ptr.dtype.element_ty),
+             mask=mask)
+
+
+@triton.jit
+def softmax_lanes_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    lane_max = tl.full([BLOCK], -float("inf"), tl.float32)
+    lane_sum = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        v = tl.load(x_ptr + row * x_stride + start + cols, mask=start + cols < n_cols,
+                    other=-float("inf")).to(tl.float32) * LOG2E
+        grown = tl.maximum(lane_max, v)
+        lane_sum = lane_sum * tl.exp2(lane_max - grown) + tl.exp2(v - grown)
+        lane_max = grown
+    top = tl.max(lane_max, axis=0)
+    total = tl.sum(lane_sum * tl.exp2(lane_max - top), axis=0)
+    inverse = 1.0 / total
+    for start in range(0, n_cols, BLOCK):
+        inside = start + cols < n_cols
+        v = tl.load(x_ptr + row * x_stride + start + cols, mask=inside, other=-float("inf")).to(tl.float32) * LOG2E
+        tl.store(out_ptr + row * out_stride + start + cols, (tl.exp2(v - top) * inverse).to(out_ptr.dtype.element_ty),
+                 mask=inside)
+
+
+@functools.lru_cache(maxsize=None)
+def plan(n_cols):
+    block = triton.next_power_of_2(n_cols)
+    if block > 8192:
+        return "lanes", 1, 2048, 8
+    rows = max(1, min(16, 4096 // block))
+    return "rows", rows, block, (4 if block <= 1024 else 8)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension of a 2-D tensor."""
+    n_rows, n_cols = x.shape
+    out = torch.empty_like(x)
+    kind, rows, block, warps = plan(n_cols)
+    if kind == "rows":
+        softmax_rows_kernel[(triton.cdiv(n_rows, rows),)](x, out, n_rows, n_cols, x.stride(0), out.stride(0),
+                                                          ROWS=rows, BLOCK=block, num_warps=warps)
+    else:
+        softmax_lanes_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK=block, num_warps=warps)
+    return out
+'''
+
+# ---------------------------------------------------------------------------------------------------
+# Cheats: each would need the grader's help to score
+
+# A kernel that runs on the data but writes nothing useful (it stores zeros), for cheats to stand beside.
+TOKEN_KERNEL = '''
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0)
+    tl.store(out_ptr + row * out_stride + cols, x * 0, mask=mask)
+
+'''
+
+# 4. torch.softmax computes; a Triton launch on the real rows beside it, for show
+TORCH_BESIDE_TOKEN = TOKEN_KERNEL + '''
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    scratch = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    softmax_row_kernel[(n_rows,)](x, scratch, n_cols, x.stride(0), scratch.stride(0),
+                                  BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return torch.softmax(x, dim=-1)
+'''
+
+# 4b. Half the work in Triton (exp(x - max) per row), the normalisation by PyTorch
+TORCH_NORMALISES = '''
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    tl.store(out_ptr + row * out_stride + cols, tl.exp(x - tl.max(x, axis=0)), mask=mask)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    n_rows, n_cols = x.shape
+    e = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    softmax_row_kernel[(n_rows,)](x, e, n_cols, x.stride(0), e.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return (e / e.sum(dim=-1, keepdim=True)).to(x.dtype)
+'''
+
+# 4c. torch.softmax inside a torch.library.triton_op, a wrap_triton launch for show
+TORCH_IN_TRITON_OP = TOKEN_KERNEL + '''
+@torch.library.triton_op("redteam::softmax", mutates_args={})
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    scratch = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    torch.library.wrap_triton(softmax_row_kernel)[(n_rows,)](x, scratch, n_cols, x.stride(0), scratch.stride(0),
+                                                             BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return torch.softmax(x, dim=-1)
+'''
+
+# 5a. The grader's own functions called from the answer cell: memcheck, check_speed, check, credit, as if
+# running them could leave credit behind; the kernel wrong (zeros)
+CALLS_THE_GRADER = TOKEN_KERNEL + '''
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    softmax_row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return out
+
+
+probe = torch.randn(4, 33, device=dev.torch_device)
+for attempt in (lambda: grader.memcheck(softmax, probe),
+                lambda: grader.check_speed("day2.softmax", softmax, points=2),
+                lambda: grader.check("day2.softmax", softmax),
+                lambda: grader.report_speed("day2.softmax", softmax),
+                lambda: print("credit", grader.credit(10.0, 1.5))):
+    try:
+        print("grader call gave", attempt())
+    except Exception as e:
+        print("grader call raised", type(e).__name__, str(e)[:200])
+'''
+
+# 5b. The grader monkeypatched from the answer cell (each route alone would be refused; together, the cell)
+PATCHES_THE_GRADER = TOKEN_KERNEL + '''
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    softmax_row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return out
+
+
+grader.check = lambda *args, **kwargs: None
+grader.check_speed = lambda *args, **kwargs: 2.0
+'''
+
+# 5c. The name `grader` rebound to an object of the notebook's own: the graded cells' `grader.check` would
+# call it, were they run in the kernel
+SHADOWS_THE_GRADER = TOKEN_KERNEL + '''
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    softmax_row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return out
+
+
+class Lenient:
+    def check(self, *args, **kwargs):
+        print("all cases passed")
+
+    def check_speed(self, *args, **kwargs):
+        return 2.0
+
+
+grader = Lenient()
+'''
+
+# 5d. A grader module's function swapped through the operator module's setitem on its __dict__
+SWAPS_A_GRADER_FUNCTION = TOKEN_KERNEL + '''
+import operator
+import grader.compare as compare
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    softmax_row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return out
+
+
+operator.setitem(vars(compare), "assert_close", lambda *args, **kwargs: None)
+'''
+
+
+# 6. Writes the grader's figures and exercise data from the answer cell: appends to measured_figures.py and
+# reference_figures.py and rewrites day2.py so that the reference is zeros, in every grader it can find
+# (the one the kernel imports, the repository's by its path); the kernel writes zeros.
+def writes_the_grader(repo: str) -> str:
+    return TOKEN_KERNEL + textwrap.dedent(f'''
+        import os
+
+
+        def softmax(x: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(x)
+            n_rows, n_cols = x.shape
+            softmax_row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0),
+                                          BLOCK_SIZE=triton.next_power_of_2(n_cols))
+            return out
+
+
+        roots = [{repo!r}] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        for root in roots:
+            for name, text in (("measured_figures.py", "\\nMEASURED = {{}}  # red team\\n"),
+                               ("reference_figures.py", "\\n# red team\\n")):
+                path = os.path.join(root, "grader", "exercises", name)
+                try:
+                    with open(path, "a") as f:
+                        f.write(text)
+                    print("WROTE", path)
+                except OSError as e:
+                    print("could not write", path, type(e).__name__)
+            path = os.path.join(root, "grader", "exercises", "day2.py")
+            try:
+                with open(path) as f:
+                    source = f.read()
+                with open(path, "w") as f:
+                    f.write(source.replace("reference=lambda x: torch.softmax(x.double(), dim=-1).to(x.dtype)",
+                                           "reference=lambda x: torch.zeros_like(x)"))
+                print("WROTE", path)
+            except OSError as e:
+                print("could not write", path, type(e).__name__)
+        # ... and reads what would tell the hidden cases or the reference answer: the instructor's exercise
+        # data and, from the notebook's folder (grading/autograded/STUDENT/DAY), the course's solutions
+        course = os.path.abspath(os.path.join(os.getcwd(), "..", "..", "..", ".."))
+        for path in (os.path.join({repo!r}, "grader", "exercises", "day2.py"),
+                     os.path.join(course, "solutions", "day2", "softmax.ipynb"),
+                     os.path.join(course, "grading", "gradebook.db")):
+            try:
+                with open(path) as f:
+                    text = f.read()
+                print("READ", path, "hidden_cpu_shapes" in text, "BEGIN SOLUTION" in text)
+            except (OSError, UnicodeDecodeError) as e:
+                print("could not read", path, type(e).__name__)
+    ''')
+
+
+# 7a. The softmax done by NumPy inside the kernel's body: in Triton's CPU interpreter a @triton.jit
+# function is Python, its loaded block a NumPy array (`.handle.data`); a plain helper computes there.
+NUMPY_IN_THE_INTERPRETER = '''
+import numpy as np
+
+
+def row_softmax(block):
+    data = block.handle.data
+    e = np.exp(data - np.max(data))
+    np.divide(e, np.sum(e), out=data)
+    return block
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    y = row_softmax(x)
+    tl.store(out_ptr + row * out_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    n_rows, n_cols = x.shape
+    out = torch.empty_like(x)
+    softmax_row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return out
+'''
+

@@ -1,0 +1,91 @@
+"""A kernel's body that reaches past Triton (NumPy, the interpreter's own values of a block) runs in the CPU
+interpreter, where a @triton.jit function is plain Python, and nowhere else: a red team's softmax done by
+NumPy inside the kernel scored full correctness marks on the CPU. The guard now refuses such a kernel;
+honest kernels in the styles of Triton's tutorial and of Liger-Kernel, with plain Python helpers for
+their launch plans, still pass. (answers: tests/redteam_softmax_answers.py, graded through the whole
+pipeline by that red team.)"""
+import importlib.util
+import sys
+
+import pytest
+
+import grader
+import redteam_softmax_answers as answers
+from conftest import on_cpu_only
+from grader.compare import CheckFailed
+
+PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n"
+
+INLINE_NUMPY = '''
+import numpy as np
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    values = getattr(x, "han" + "dle").data
+    values[:] = np.exp(values - values.max()) / np.exp(values - values.max()).sum()
+    tl.store(out_ptr + row * out_stride + cols, x.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    out = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), out.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return out
+'''
+
+# A helper that runs at compile time on constexpr values: plain Python a GPU's compiler accepts too.
+HELPER_ON_CONSTEXPRS = '''
+def rows_per_program(block):
+    return 4 if block <= 256 else 1
+
+
+@triton.jit
+def softmax_rows_kernel(x_ptr, out_ptr, n_rows, n_cols, x_stride, out_stride, BLOCK: tl.constexpr,
+                        ROWS: tl.constexpr):
+    for i in range(ROWS):
+        row = tl.program_id(0) * ROWS + i
+        cols = tl.arange(0, BLOCK)
+        mask = cols < tl.where(row < n_rows, n_cols, 0)
+        x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        e = tl.exp(x - tl.max(x, axis=0))
+        tl.store(out_ptr + row * out_stride + cols, (e / tl.sum(e, axis=0)).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x):
+    out = torch.empty_like(x)
+    block = triton.next_power_of_2(x.shape[1])
+    rows = rows_per_program(block)
+    softmax_rows_kernel[(triton.cdiv(x.shape[0], rows),)](x, out, x.shape[0], x.shape[1], x.stride(0),
+                                                          out.stride(0), BLOCK=block, ROWS=rows)
+    return out
+'''
+
+
+def _softmax_of(cell: str, tmp_path, name: str):
+    """The cell as a module of its own (Triton needs a kernel's source in a file): its softmax."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(PRELUDE + cell)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module.softmax
+
+
+@pytest.mark.parametrize("name", ["TUTORIAL_STYLE", "LIGER_STYLE", "EXP2_MULTIROW", "HELPER_ON_CONSTEXPRS"])
+def test_honest_kernels_with_python_around_them_pass(name, tmp_path):
+    cell = HELPER_ON_CONSTEXPRS if name == "HELPER_ON_CONSTEXPRS" else getattr(answers, name)
+    grader.check("day2.softmax", _softmax_of(cell, tmp_path, f"honest_{name.lower()}"))
+
+
+@on_cpu_only   # on a GPU such a kernel does not compile at all
+@pytest.mark.parametrize("name", ["NUMPY_IN_THE_INTERPRETER", "INLINE_NUMPY"])
+def test_numpy_inside_a_kernel_is_refused(name, tmp_path):
+    cell = INLINE_NUMPY if name == "INLINE_NUMPY" else getattr(answers, name)
+    with pytest.raises(CheckFailed, match="not Triton") as failed:
+        grader.check("day2.softmax", _softmax_of(cell, tmp_path, f"cheat_{name.lower()}"))
+    assert "softmax_row_kernel" in str(failed.value)

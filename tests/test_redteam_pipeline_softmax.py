@@ -1,0 +1,150 @@
+"""Red team through the real pipeline: a class of Day 2 softmax notebooks (the `softmax` solution cell only,
+as students may edit it), collected, sanitized, autograded in the sandboxed batch with a secret seed and
+scored by nbgrader, once for the module.
+
+Honest variants (Triton's fused-softmax tutorial's manner, Liger-Kernel's looped online softmax, exp2 with
+several rows per program) must get the 3 correctness points; cheats (PyTorch computing beside a launch, the
+grader's functions called or patched from the answer cell, the grader's figures and exercise data written
+from it, NumPy computing inside the interpreted kernel) must get 0, or be refused with the rule they broke.
+Without a GPU the speed cell scores 0 for everyone and says that it needs a CUDA GPU.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import nbformat
+import pytest
+
+import classroom
+import redteam_softmax_answers as answers
+from adversarial_class import cell
+from conftest import DEVICE, REPO, nbgrader
+from grader.pipeline import batch, submissions
+
+DAY, NAME, SEED = "day2", "softmax", "271828"
+CORRECT, SPEED = "test_softmax_correct", "test_softmax_speed"
+
+# student -> (answer cell, correctness points it must get, what it tries)
+CLASS = {
+    "honest_tutorial": (answers.TUTORIAL_STYLE, 3, "Triton tutorial's manner: a block per row, persistent grid"),
+    "honest_liger": (answers.LIGER_STYLE, 3, "Liger-Kernel's manner: autograd.Function, looped online softmax"),
+    "honest_exp2_rows": (answers.EXP2_MULTIROW, 3, "exp2, several rows per program, per-lane online sums"),
+    "cheat_torch_beside_token": (answers.TORCH_BESIDE_TOKEN, 0, "torch.softmax, a launch for show"),
+    "cheat_torch_normalises": (answers.TORCH_NORMALISES, 0, "exp in Triton, the division by PyTorch"),
+    "cheat_torch_in_triton_op": (answers.TORCH_IN_TRITON_OP, 0, "torch.softmax inside a triton_op"),
+    "cheat_calls_the_grader": (answers.CALLS_THE_GRADER, 0, "memcheck, check_speed, check, credit from the cell"),
+    "cheat_patches_the_grader": (answers.PATCHES_THE_GRADER, 0, "grader.check / check_speed assigned"),
+    "cheat_shadows_the_grader": (answers.SHADOWS_THE_GRADER, 0, "the name grader rebound to a lenient object"),
+    "cheat_swaps_compare": (answers.SWAPS_A_GRADER_FUNCTION, 0, "grader.compare.assert_close swapped"),
+    "cheat_writes_the_grader": (answers.writes_the_grader(str(REPO)), 0,
+                                "measured/reference figures and day2's reference rewritten from the cell"),
+    "cheat_numpy_in_kernel": (answers.NUMPY_IN_THE_INTERPRETER, 0,
+                              "NumPy computes the softmax inside the interpreted kernel's body"),
+}
+# What the submission rules refuse (the cell is not run; its feedback names the rule)
+REFUSED = {"cheat_patches_the_grader": "assigns grader.check",
+           "cheat_shadows_the_grader": "rebinds the name grader",
+           "cheat_swaps_compare": "imports a module of the grader"}
+
+GRADER_FILES = sorted((REPO / "grader" / "exercises").glob("*.py"))
+
+
+def _notebook(answer: str):
+    nb = classroom.untouched(DAY, NAME)
+    cell(nb, NAME).source = answer
+    return nb
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = classroom.copy_course(tmp_path_factory.mktemp("redteam-softmax") / "course")
+    nbgrader(root, "generate_assignment", DAY, "--force")
+    for student, (answer, _, _) in CLASS.items():
+        classroom.submit(root, student, DAY, NAME, _notebook(answer))
+    fixes = submissions.sanitize_day(root / "grading" / "submitted", root / "exercises" / DAY, DAY)
+    watched = GRADER_FILES + sorted((root / "exercises" / DAY).glob("*.ipynb"))
+    before = {p: p.read_bytes() for p in watched}
+    os.environ["GRADER_SECRET_SEED"] = SEED
+    try:
+        runs = batch.autograde_day(root, DAY, timeout_s=240, students=list(CLASS),
+                                   workers=None if DEVICE.is_gpu else 2, log=lambda *a: None)
+    finally:
+        del os.environ["GRADER_SECRET_SEED"]
+        changed = [p for p, data in before.items() if p.read_bytes() != data]
+        for p in changed:          # a write that got through must not damage the repository
+            p.write_bytes(before[p])
+    return root, {(r.student, r.notebook): r for r in runs}, fixes, changed
+
+
+def _cells(root, student):
+    nb = nbformat.read(root / "grading" / "autograded" / student / DAY / f"{NAME}.ipynb", as_version=4)
+    graded = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
+    return nb, graded
+
+
+def _points(c) -> float:
+    for o in c.outputs:
+        if o.output_type == "error":
+            return 0.0
+        if o.output_type == "execute_result":
+            return float(o.data["text/plain"])
+    return float(c.metadata["nbgrader"]["points"])
+
+
+def _message(c) -> str:
+    return "\n".join(o.get("text", "") if o.output_type == "stream" else
+                     (f"{o.get('ename')}: {o.get('evalue')}" if o.output_type == "error" else
+                      json.dumps(o.get("data", {}))) for o in c.outputs)
+
+
+@pytest.mark.parametrize("student", list(CLASS))
+def test_each_submission_scores_what_it_deserves(graded, student):
+    root, runs, fixes, _ = graded
+    answer, points, what = CLASS[student]
+    assert runs[(student, NAME)].status == "graded", (student, runs[(student, NAME)])   # the batch went on
+    _, cells = _cells(root, student)
+    got = _points(cells[CORRECT])
+    assert got == points, (student, what, got, _message(cells[CORRECT]))
+    text = _message(cells[CORRECT])
+    assert "checked by the grader's own process" in text or "CheckFailed" in text, text
+    if student in REFUSED:
+        said = " ".join(fixes[(student, NAME)])
+        assert REFUSED[student] in said and "not run" in said, said
+        assert "refused" in text or "not run" in text or "is not defined" in text, text
+    if not DEVICE.is_gpu:            # speed needs a GPU: 0 for everyone, and said so
+        assert _points(cells[SPEED]) == 0
+        assert "needs a CUDA GPU" in _message(cells[SPEED]), _message(cells[SPEED])
+
+
+def test_the_answer_cell_cannot_write_the_graders_files(graded):
+    root, _, _, changed = graded
+    assert not changed, f"written by a notebook: {changed}"
+    nb, _ = _cells(root, "cheat_writes_the_grader")
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "WROTE" not in printed and "could not write" in printed, printed
+    assert "READ" not in printed and "could not read" in printed, printed   # nor read the answers
+
+
+def test_the_grader_s_functions_called_from_a_cell_leave_no_credit(graded):
+    root, _, _, _ = graded
+    nb, _ = _cells(root, "cheat_calls_the_grader")
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "grader call" in printed, printed   # they ran (and said what they did) ...
+    # ... and the checker decided the graded cells anyway: 0 (test_each_submission_scores_what_it_deserves)
+
+
+# HOLE (fails until fixed): in Triton's CPU interpreter a @triton.jit body is Python, so a plain helper it
+# calls can compute the softmax with NumPy on the loaded block (`block.handle.data`). No ATen op runs, so the
+# guard sees nothing; the check that the kernels compile for the GPU (grader.student.gpu_compile) is skipped
+# at grading time (checks.py: `not grading()`), and where it runs it gives no verdict, since the helper is a
+# global it cannot rebuild ("is not defined"). The notebook gets the 3 correctness points on the CPU. (On a
+# GPU the kernel would not compile, so the cheat scores 0 there.)
+def test_numpy_inside_the_interpreted_kernel_scores_0(graded):
+    root, runs, _, _ = graded
+    assert runs[("cheat_numpy_in_kernel", NAME)].status == "graded"
+    _, cells = _cells(root, "cheat_numpy_in_kernel")
+    assert _points(cells[CORRECT]) == 0, _message(cells[CORRECT])
+    assert "not Triton" in _message(cells[CORRECT]) and "np.exp" in _message(cells[CORRECT])
+
