@@ -317,7 +317,6 @@ def closed_workspace(course: Course, log=print, exercise_data: bool = False):
     """
     grading, autograded = course.grading, course.autograded
     autograded.mkdir(parents=True, exist_ok=True)
-    before = {path: path.stat().st_mode & 0o7777 for path in [grading, *grading.iterdir()]}
     closing = [(grading, 0o711)] + [(p, 0o600 if p.is_file() else 0o711 if p == autograded else 0o700)
                                     for p in grading.iterdir() if not p.is_symlink()]
     # The course's solutions, and those of the checkout the grader is installed from, if another one; and
@@ -325,17 +324,15 @@ def closed_workspace(course: Course, log=print, exercise_data: bool = False):
     all_solutions = {course.source, Course.of(REPO).source}
     if exercise_data:
         all_solutions.add(Path(REPO) / "grader" / "exercises")
-    for folder in all_solutions:
-        if folder.is_dir():
-            before[folder] = folder.stat().st_mode & 0o7777
-            closing.append((folder, 0o700))
-    for path, mode in closing:
-        try:
-            os.chmod(path, mode)
-        except OSError as e:
-            if path in all_solutions and path.stat().st_mode & 0o005:
-                log(f"warning: {path} stays readable by student code ({e.strerror}): make it readable "
-                    f"by the grader only where the course is built (the Dockerfile does)")
+    closing += [(folder, 0o700) for folder in all_solutions if folder.is_dir()]
+    with _closed_together([path for path, _ in closing]):
+        for path, mode in closing:
+            try:
+                os.chmod(path, mode)
+            except OSError as e:
+                if path in all_solutions and path.stat().st_mode & 0o005:
+                    log(f"warning: {path} stays readable by student code ({e.strerror}): make it readable "
+                        f"by the grader only where the course is built (the Dockerfile does)")
     for folder in autograded.glob("*/*"):
         reclaim(folder)
     try:
@@ -346,11 +343,65 @@ def closed_workspace(course: Course, log=print, exercise_data: bool = False):
         for student in autograded.iterdir():
             if student.is_dir():
                 os.chmod(student, 0o755)
-        for path, mode in before.items():
+        with _closed_together([path for path, _ in closing], leaving=True) as last:
+            for path, mode in last.items():
+                try:
+                    os.chmod(path, mode)
+                except OSError:
+                    pass
+
+
+# Batches running at once on one machine share folders they close (the installed grader's exercise data,
+# its solutions; a course's grading/ when two days are graded side by side). Each closes them and puts
+# back their modes at its end: the first batch to end would open them while another still runs (seen in
+# CI, where two test workers grade at once: a notebook read the exercise data). So the modes they had
+# before any batch closed them, and the batches (process ids) that hold each, are kept in one file,
+# under a lock: a folder is opened again when the last live batch holding it ends. A batch that died
+# holding one leaves its entry, with the mode from before: the next batch to end puts that back.
+_CLOSED_REGISTRY = Path(tempfile.gettempdir()) / f"course-grader-closed-{os.getuid()}.json"
+
+
+@contextlib.contextmanager
+def _closed_together(paths: list, leaving: bool = False):
+    """Entering (leaving=False): note this process as a holder of `paths`, their modes first noted where
+    no live batch holds them; yields {}. Leaving: drop this process; yields {path: mode to put back} for the
+    paths no live batch holds any more."""
+    import fcntl
+    fd = os.open(_CLOSED_REGISTRY, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with os.fdopen(os.dup(fd), "r+") as f:
             try:
-                os.chmod(path, mode)
-            except OSError:
-                pass
+                held = json.loads(f.read() or "{}")
+            except ValueError:
+                held = {}
+            back = {}
+            for path in map(str, paths):
+                entry = held.get(path)
+                if not leaving:
+                    if entry is None:
+                        entry = held[path] = {"mode": os.stat(path).st_mode & 0o7777, "pids": []}
+                    entry["pids"] = sorted({pid for pid in entry["pids"] if _alive(pid)} | {os.getpid()})
+                elif entry is not None:
+                    entry["pids"] = [pid for pid in entry["pids"] if pid != os.getpid() and _alive(pid)]
+                    if not entry["pids"]:
+                        back[Path(path)] = held.pop(path)["mode"]
+            yield back
+            f.seek(0)
+            f.truncate()
+            f.write(json.dumps(held))
+    finally:
+        os.close(fd)   # the lock goes with the descriptor
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
 
 
 def reclaim(folder: Path, mode: int = 0o700) -> None:
