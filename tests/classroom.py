@@ -65,3 +65,20 @@ def exported(root: Path, day: str = DAY) -> dict:
     nbgrader(root, "export", "--to", "grades.csv")
     return {r["student_id"]: float(r["score"]) for r in csv.DictReader(open(root / "grades.csv"))
             if r["assignment"] == day}
+
+
+def graded_cells(root: Path, student: str, day: str, name: str) -> tuple:
+    """(the autograded notebook, {grade_id: its graded test cells})."""
+    nb = nbformat.read(root / "grading" / "autograded" / student / day / f"{name}.ipynb", as_version=4)
+    return nb, {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
+                if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
+
+
+def points(c) -> float:
+    """What nbgrader scored a graded test cell: 0 where it raised, its printed score, or its full points."""
+    for o in c.outputs:
+        if o.output_type == "error":
+            return 0.0
+        if o.output_type == "execute_result":
+            return float(o.data["text/plain"])
+    return float(c.metadata["nbgrader"]["points"])

@@ -404,52 +404,37 @@ def graded_class(tmp_path_factory):
     return root, students
 
 
-def _graded_cells(root, student, name):
-    nb = nbformat.read(root / "grading" / "autograded" / student / "day1" / f"{name}.ipynb", as_version=4)
-    return nb, {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
-                if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
-
-
-def _points(c) -> float:
-    for o in c.outputs:
-        if o.output_type == "error":
-            return 0.0
-        if o.output_type == "execute_result":
-            return float(o.data["text/plain"])
-    return float(c.metadata["nbgrader"]["points"])
-
-
 @pytest.mark.parametrize("student", list(_class()))
 def test_the_checker_s_verdict_is_what_is_scored(graded_class, student):
     root, students = graded_class
     name, _, expected = students[student]
-    nb, graded = _graded_cells(root, student, name)
+    nb, graded = classroom.graded_cells(root, student, "day1", name)
     for grade_id, points in expected.items():
-        assert _points(graded[grade_id]) == points, (student, grade_id, graded[grade_id].outputs)
+        assert classroom.points(graded[grade_id]) == points, (student, grade_id, graded[grade_id].outputs)
         text = json.dumps(graded[grade_id].outputs)
         # The verdict is the checker's own (not a cell the kernel ran), and a failure says why.
         assert "checked by the grader's own process" in text or "CheckFailed" in text, text
         assert graded[grade_id].metadata["grading_seconds"] >= 0   # kept for whoever makes grading faster
     if not DEVICE.is_gpu:
         speed = graded.get("test_add_speed")
-        assert speed is None or _points(speed) == 0
+        assert speed is None or classroom.points(speed) == 0
 
 
 def test_the_kernel_never_holds_the_secret_seed(graded_class):
     root, _ = graded_class
-    nb, _ = _graded_cells(root, "honest", "vector_add")
+    nb, _ = classroom.graded_cells(root, "honest", "day1", "vector_add")
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "SEED SEEN: None" in printed and SEED not in printed
 
 
 def test_failures_say_what_is_wrong_without_the_expected_prediction(graded_class):
     root, _ = graded_class
-    _, graded = _graded_cells(root, "tabulated", "predict_runtime")
+    _, graded = classroom.graded_cells(root, "tabulated", "day1", "predict_runtime")
     message = json.dumps(graded["test_predict_add_model"].outputs)
     assert "too high" in message or "too low" in message
-    _, graded = _graded_cells(root, "forged_summary", "vector_add")
+    _, graded = classroom.graded_cells(root, "forged_summary", "day1", "vector_add")
     assert "could not read your function's output" in json.dumps(graded["test_add_correct"].outputs)
-    _, graded = _graded_cells(root, "hands_back_nothing", "vector_add")
+    _, graded = classroom.graded_cells(root, "hands_back_nothing", "day1", "vector_add")
     assert "could not call your function `add` (it handed nothing back)" in json.dumps(graded["test_add_correct"].outputs)
 
 

@@ -3,7 +3,6 @@ until the last of them ends (grader/pipeline/sandbox.py, _closed_together). In C
 at once, and the first to end used to open the exercise data while the other's notebooks ran."""
 import subprocess
 import sys
-import time
 
 from conftest import REPO
 from grader.course import Course
@@ -24,17 +23,22 @@ def _mode(path):
     return path.stat().st_mode & 0o777
 
 
-def test_a_folder_stays_closed_until_the_last_batch_holding_it_ends(course_copy):
-    course = Course.of(course_copy)
-    course.grading.mkdir(parents=True, exist_ok=True)
-    solutions = course.source
+def _another_batch(course_copy):
+    """(the course's solutions, open to all; a process whose batch holds them closed)."""
+    Course.of(course_copy).grading.mkdir(parents=True, exist_ok=True)
+    solutions = Course.of(course_copy).source
     solutions.chmod(0o755)
     other = subprocess.Popen([sys.executable, "-c", HOLD, str(course_copy)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True, cwd=REPO)
+    assert other.stdout.readline().strip() == "closed"
+    return solutions, other
+
+
+def test_a_folder_stays_closed_until_the_last_batch_holding_it_ends(course_copy):
+    solutions, other = _another_batch(course_copy)
     try:
-        assert other.stdout.readline().strip() == "closed"
         assert _mode(solutions) == 0o700
-        with sandbox.closed_workspace(course, log=lambda *a: None):
+        with sandbox.closed_workspace(Course.of(course_copy), log=lambda *a: None):
             assert _mode(solutions) == 0o700
         assert _mode(solutions) == 0o700, "opened while another batch still runs"
         other.stdin.write("\n")
@@ -46,16 +50,9 @@ def test_a_folder_stays_closed_until_the_last_batch_holding_it_ends(course_copy)
 
 
 def test_a_batch_that_died_holding_a_folder_does_not_keep_it_closed(course_copy):
-    course = Course.of(course_copy)
-    course.grading.mkdir(parents=True, exist_ok=True)
-    solutions = course.source
-    solutions.chmod(0o755)
-    died = subprocess.Popen([sys.executable, "-c", HOLD, str(course_copy)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, cwd=REPO)
-    assert died.stdout.readline().strip() == "closed"
+    solutions, died = _another_batch(course_copy)
     died.kill()
     died.wait(timeout=60)
-    time.sleep(0.1)
-    with sandbox.closed_workspace(course, log=lambda *a: None):
+    with sandbox.closed_workspace(Course.of(course_copy), log=lambda *a: None):
         assert _mode(solutions) == 0o700
     assert _mode(solutions) == 0o755, "the mode from before the dead batch closed it is put back"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 
-import nbformat
 import pytest
 
 import classroom
@@ -78,19 +77,7 @@ def graded(tmp_path_factory):
 
 
 def _cells(root, student):
-    nb = nbformat.read(root / "grading" / "autograded" / student / DAY / f"{NAME}.ipynb", as_version=4)
-    graded = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
-              if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
-    return nb, graded
-
-
-def _points(c) -> float:
-    for o in c.outputs:
-        if o.output_type == "error":
-            return 0.0
-        if o.output_type == "execute_result":
-            return float(o.data["text/plain"])
-    return float(c.metadata["nbgrader"]["points"])
+    return classroom.graded_cells(root, student, DAY, NAME)
 
 
 def _message(c) -> str:
@@ -105,7 +92,7 @@ def test_each_submission_scores_what_it_deserves(graded, student):
     answer, points, what = CLASS[student]
     assert runs[(student, NAME)].status == "graded", (student, runs[(student, NAME)])   # the batch went on
     _, cells = _cells(root, student)
-    got = _points(cells[CORRECT])
+    got = classroom.points(cells[CORRECT])
     assert got == points, (student, what, got, _message(cells[CORRECT]))
     text = _message(cells[CORRECT])
     assert "checked by the grader's own process" in text or "CheckFailed" in text, text
@@ -114,7 +101,7 @@ def test_each_submission_scores_what_it_deserves(graded, student):
         assert REFUSED[student] in said and "not run" in said, said
         assert "refused" in text or "not run" in text or "is not defined" in text, text
     if not DEVICE.is_gpu:            # speed needs a GPU: 0 for everyone, and said so
-        assert _points(cells[SPEED]) == 0
+        assert classroom.points(cells[SPEED]) == 0
         assert "needs a CUDA GPU" in _message(cells[SPEED]), _message(cells[SPEED])
 
 
@@ -145,6 +132,6 @@ def test_numpy_inside_the_interpreted_kernel_scores_0(graded):
     root, runs, _, _ = graded
     assert runs[("cheat_numpy_in_kernel", NAME)].status == "graded"
     _, cells = _cells(root, "cheat_numpy_in_kernel")
-    assert _points(cells[CORRECT]) == 0, _message(cells[CORRECT])
+    assert classroom.points(cells[CORRECT]) == 0, _message(cells[CORRECT])
     assert "not Triton" in _message(cells[CORRECT]) and "np.exp" in _message(cells[CORRECT])
 

@@ -27,6 +27,16 @@ def copy_kernel(x_ptr, y_ptr, signs_ptr, n_cols, MODE: tl.constexpr, BLOCK: tl.c
         x = x * tl.load(signs_ptr + cols, mask=mask, other=1.0)
     tl.store(y_ptr + row * n_cols + cols, x, mask=mask)"""
 
+# The rest of an RMSNorm forward in PyTorch once ms, the mean of squares per token, is known: 1/sqrt by
+# Newton steps (no rsqrt op), then the weight by a diagonal matrix (sums and products only).
+NORM_FROM_MEAN_SQUARES = ("        s = ms * 0.5 + 0.5\n"
+                          "        for _ in range(30):\n"
+                          "            s = (s + ms / s) * 0.5\n"
+                          "        rstd.copy_(torch.ones_like(s) / s)\n"
+                          "        D = torch.zeros(n, n)\n"
+                          "        D.view(-1)[::n + 1].copy_(w)\n"
+                          "        y.copy_((x * rstd[:, None]) @ D)\n")
+
 VARIANTS = [
     # (id, notebook, exercise key, {old: new}, words the message must contain)
     ("softmax: no max subtraction", "day2/softmax", "day2.softmax",
@@ -199,13 +209,7 @@ VARIANTS = [
       "                                              num_warps=4 if block <= 1024 else 8)\n":
       "        n = x.shape[1]\n"
       "        ms = (x @ x.t()).reshape(-1)[::x.shape[0] + 1] / n + 1e-6\n"
-      "        s = ms * 0.5 + 0.5\n"
-      "        for _ in range(30):\n"
-      "            s = (s + ms / s) * 0.5\n"
-      "        rstd.copy_(torch.ones_like(s) / s)\n"
-      "        D = torch.zeros(n, n)\n"
-      "        D.view(-1)[::n + 1].copy_(w)\n"
-      "        y.copy_((x * rstd[:, None]) @ D)\n"},
+      + NORM_FROM_MEAN_SQUARES},
      ["computed with PyTorch", "aten.mm of two factors computed from the same tensor"]),
     # the same norm with each token's sum of squares from x times a copy that a Triton kernel made of it,
     # scaled, shifted, rearranged or with its signs flipped, and a little noise (the copy keeps x's sources)
@@ -220,13 +224,7 @@ VARIANTS = [
         f"        copy_kernel[(x.shape[0],)](x, copy, signs, n, MODE={mode}, BLOCK=block)\n"
         f"        {undo}\n"
         f"        ms = {squares} / n + 1e-6\n"
-        "        s = ms * 0.5 + 0.5\n"
-        "        for _ in range(30):\n"
-        "            s = (s + ms / s) * 0.5\n"
-        "        rstd.copy_(torch.ones_like(s) / s)\n"
-        "        D = torch.zeros(n, n)\n"
-        "        D.view(-1)[::n + 1].copy_(w)\n"
-        "        y.copy_((x * rstd[:, None]) @ D)\n"},
+        + NORM_FROM_MEAN_SQUARES},
        ["computed with PyTorch", f"aten.{product} of two factors computed from the same tensor"])
       for what, mode, undo, squares, product in [
           ("copy, by bmm", 0, "pass", "torch.bmm(x.view(-1, 1, n), copy.view(-1, n, 1)).view(-1)", "bmm"),
