@@ -31,6 +31,10 @@ TIMEOUT_S = 150 if DEVICE.is_gpu else 90
 ONLY = set(filter(None, os.environ.get("ADVERSARIAL_STUDENTS", "").split(",")))
 
 
+REGRADED = {"d1_full", "d1_only_add", "d1_blank", "d1_patches_check", "d1_cache", "d1_torch_add", "d1_crashes",
+            "d1_truncated"}
+
+
 def _scores(root):
     nbgrader(root, "export", "--to", "grades.csv")
     return {(r["assignment"], r["student_id"]): float(r["score"]) for r in csv.DictReader(open(root / "grades.csv"))}
@@ -109,12 +113,16 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
         page = (course_copy / "grading" / "feedback" / "d1_dies" / "day1" / "vector_add.html").read_text()
         assert "kernel running your notebook died" in page and "mask" in page, page
 
-    # Grading again changes nothing: day 1 again (its crashes and cheats; each day is graded on its own,
-    # so the others would only repeat the same path). Not the endless notebook, which would hold a worker
-    # for its whole time limit again (test_parallel_batch kills one on a regrade), nor the one that dies. ADVERSARIAL_REGRADE=0
-    # skips it.
+    # Grading again changes nothing: day 1 again (each day is graded on its own, so the others would only
+    # repeat the same path), for one student of each kind the first grading met: full marks, partial, the
+    # untouched release, a cheat that sanitize cut out, one whose credit the clock withholds, one the guard
+    # refuses, an out-of-bounds crash, a broken file. Not the endless notebook, which would hold a worker
+    # for its whole time limit again (test_parallel_batch kills one on a regrade), nor the one that dies.
+    # ADVERSARIAL_REGRADE=0 skips it.
     if os.environ.get("ADVERSARIAL_REGRADE", "1") == "1":
-        runs_again, again = grade(DAYS[:1], but=("d1_spins", "d1_dies"))
+        runs_again, again = grade(DAYS[:1], but=[s for s in EXPECTED if s not in REGRADED])
+        again = {key: score for key, score in again.items() if key[1] in REGRADED}
+        assert again or ONLY, "nothing was graded again"
         changed = {key for key in again if again[key] != scores.get(key)}
         assert not changed, [(key, scores.get(key), again[key],
                               [(r.notebook, r.status, r.seconds, r.reason, _errors(course_copy, *key, r.notebook))

@@ -18,7 +18,7 @@ from grader.course import REPO, Course
 KEPT = ("course", "exercises", "grader", "pyproject.toml", "environment.yml", "Dockerfile", "Makefile",
         ".gitignore", ".dockerignore",
         # the measurements the lectures and the exercises' targets cite
-        "docs/benchmarks.md", "docs/benchmarks-h100.md", "docs/benchmarks-day5-h200.md")
+        "docs/benchmarks.md", "docs/benchmarks-h100.md")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
 HIDDEN_FIELDS = ("hidden_cpu_shapes", "hidden_gpu_shapes")
 # Makefile targets that need what the edition leaves out (solutions/, the test suite).
