@@ -116,6 +116,11 @@ class CallRecord:
     # the guard sees (_note_sources), an in-place op it does not (the version counter, in the key).
     sketches: dict = field(default_factory=dict)
     follow_copies: bool = True   # watch(follow_copies=)
+    # Launches inside an autotuner's (or heuristics') run whose guard bytes are looked at when that run
+    # returns ({(kernel, tensor addresses): (kernel, named arguments)}): looking after each of them put a
+    # synchronizing read between every benchmarked launch and the end of its timing, 0.4 to 0.5 ms on
+    # each of Day 4's attention candidates on an H200, and the autotuner picked a slower one.
+    unlooked: dict = field(default_factory=dict)
 
     def sources_of(self, t: torch.Tensor) -> frozenset:
         """What PyTorch computed t's values from, as far as this call saw: an input is its own source."""
@@ -225,8 +230,9 @@ class CallRecord:
         return poison_(moved)
 
     # On a GPU, the first launch found to have written into guard bytes, and through which argument:
-    # (kernel, argument, the guard's index). The guards of a launch's tensors are looked at right after it
-    # (in correctness checks only: timed calls allocate no guards), so the message can name them.
+    # (kernel, argument, the guard's index). The guards of a launch's tensors are looked at right after it,
+    # or after the autotuner's run it is part of (unlooked), in correctness checks only (timed calls
+    # allocate no guards), so the message can name them.
     overrun_by: tuple | None = None
 
     def look_at_guards(self, kernel: str, named: dict) -> None:
@@ -835,8 +841,16 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
             if counts and not kwargs.get("warmup", False):
                 _note_compiled(record, launched)
                 if record.guards and type(self).__name__ != "GridExecutor":   # the interpreter checks each access
-                    record.look_at_guards(getattr(self, "__name__", "?"),
-                                          {**dict(zip(getattr(self, "arg_names", ()), args)), **kwargs})
+                    named = {**dict(zip(getattr(self, "arg_names", ()), args)), **kwargs}
+                    kernel = getattr(self, "__name__", "?")
+                    if depth:   # inside an autotuner's run: looked at once it returns
+                        record.unlooked.setdefault((kernel, tuple(_addresses(named))), (kernel, named))
+                    else:
+                        record.look_at_guards(kernel, named)
+            if not depth and record.unlooked:
+                for kernel, named in record.unlooked.values():
+                    record.look_at_guards(kernel, named)
+                record.unlooked.clear()
             if before is not None:
                 with _unwatched(watcher):
                     record.after_launch(before)
@@ -844,6 +858,11 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
         finally:
             watcher.in_triton = depth
     return run
+
+
+def _addresses(named: dict) -> list:
+    """The storage addresses of a launch's tensor arguments (launches on the same tensors are looked at once)."""
+    return [_storage(v).data_ptr() for v in named.values() if isinstance(v, torch.Tensor)]
 
 
 @contextmanager
