@@ -469,11 +469,21 @@ def test_beside_the_graded_baseline_pytorch_s_default_and_torch_compile_are_time
     assert list(specs) == [checks.COMPILED] and missing == {}             # its baseline is PyTorch's default
     assert compiled == [(softmax.baseline, {"dynamic": False})]
 
-    # attention is graded against one SDPA backend: SDPA's own dispatch is timed beside it
-    attention = exercises.get("day4.attention")
+    # an exercise graded against a path PyTorch does not take by itself (here attention pinned to the
+    # MATH backend) gets PyTorch's default path timed beside it
+    import dataclasses
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from grader.exercises import day4
+
+    def pinned(q, k, v, causal):
+        with sdpa_kernel([SDPBackend.MATH]):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    attention = dataclasses.replace(exercises.get("day4.attention"), baseline=pinned, default_baseline=day4.sdpa_default,
+                                    default_baseline_name="SDPA's default dispatch")
     args = attention.make_inputs((1, 1, 8, 16), torch.float32, "cpu", torch.Generator().manual_seed(0))
     specs, _ = checks.context_baselines(attention, args)
-    default = specs["F.scaled_dot_product_attention (PyTorch's default dispatch)"]
+    assert list(specs) == ["SDPA's default dispatch", checks.COMPILED]
+    default = specs["SDPA's default dispatch"]
     torch.testing.assert_close(checks.baseline_call(default, args)(), attention.reference(*args))
 
     def no_compiler(f, **kw):

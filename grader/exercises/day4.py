@@ -1,7 +1,6 @@
 """Day 4 exercises: FlashAttention forward, and a transformer block built from the course's kernels."""
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
@@ -39,55 +38,9 @@ def attention_reference(q, k, v, causal):
     return (torch.softmax(scores, dim=-1) @ vp).to(q.dtype)
 
 
-def sdpa_baseline_backends(capability) -> tuple:
-    """SDPA backends the attention exercise is timed against, best first, for a GPU of this compute
-    capability; the first that runs here is used. FLASH_ATTENTION (FlashAttention-2) needs sm_80 or
-    newer; on a T4 (sm_75) EFFICIENT_ATTENTION, the other fused backend, is the fair comparison; MATH,
-    which materializes the scores, only where neither runs."""
-    if capability >= (8, 0):
-        return ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
-    return ("EFFICIENT_ATTENTION", "MATH")
-
-
-def sdpa_baseline_name(backend: str) -> str:
-    """How a speed report names the baseline, e.g. for a T4's EFFICIENT_ATTENTION."""
-    if backend == "FLASH_ATTENTION":
-        return "F.scaled_dot_product_attention (FLASH_ATTENTION backend)"
-    return f"F.scaled_dot_product_attention ({backend} backend: this GPU has no FLASH_ATTENTION backend)"
-
-
-@functools.lru_cache(maxsize=None)
-def _sdpa_backend_runs(backend: str) -> bool:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    q = torch.randn(1, 1, 16, 64, device="cuda", dtype=torch.float16)
-    try:
-        with sdpa_kernel([getattr(SDPBackend, backend)]):
-            F.scaled_dot_product_attention(q, q, q)
-        return True
-    except RuntimeError:
-        return False
-
-
-def timed_sdpa_backend() -> str:
-    """The backend the speed check really times on this GPU (a probe call decides, once)."""
-    from grader.device import current
-    return next(b for b in sdpa_baseline_backends(current().capability) if b == "MATH" or _sdpa_backend_runs(b))
-
-
-def sdpa_baseline(q, k, v, causal):
-    """SDPA pinned to the backend of timed_sdpa_backend()."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    with sdpa_kernel([getattr(SDPBackend, timed_sdpa_backend())]):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-
 def sdpa_default(q, k, v, causal):
     """SDPA as a user calls it: PyTorch's own dispatch picks the backend (cuDNN's on an H100 or H200)."""
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-
-def _sdpa_baseline_label():
-    return sdpa_baseline_name(timed_sdpa_backend())
 
 
 def attention_flops(shape, dtype):
@@ -100,11 +53,11 @@ attention = KernelExercise(
     title="FlashAttention forward",
     make_inputs=qkv_inputs,
     reference=attention_reference,
-    baseline=sdpa_baseline,
-    baseline_name="F.scaled_dot_product_attention (FLASH_ATTENTION backend)",
-    baseline_label=_sdpa_baseline_label,
-    default_baseline=sdpa_default,
-    default_baseline_name="F.scaled_dot_product_attention (PyTorch's default dispatch)",
+    # What a user of PyTorch gets: SDPA's own dispatch (cuDNN's kernel on an H100 or H200), not one
+    # backend pinned. SDPA's FlashAttention-2 backend, which the lectures' kernel beats, is in the
+    # benchmark's table of backends.
+    baseline=sdpa_default,
+    baseline_name="F.scaled_dot_product_attention (PyTorch's default dispatch)",
     cpu_shapes=((1, 1, 1, 16), (1, 2, 37, 16, CAUSAL), (1, 2, 64, 32), (2, 1, 100, 64, CAUSAL),
                 (2, 2, 20, 16, CAUSAL, STRIDED)),
     gpu_shapes=((1, 1, 1, 64), (2, 3, 37, 64, CAUSAL), (1, 4, 1000, 128), (2, 2, 1025, 64, CAUSAL),
@@ -113,7 +66,9 @@ attention = KernelExercise(
     hidden_gpu_shapes=((4, 16, 4096, 128), (4, 16, 4096, 64, CAUSAL), (1, 2, 3001, 128, CAUSAL),
                        (2, 16, 2048, 64, CAUSAL, STRIDED)),
     speed_shape=(4, 16, 4096, 128),
-    target=1.1,
+    # The lectures' kernel: 0.71x of the default dispatch on an H200 (median of 10 gradings), 0.73x on an
+    # H100 (485 against cuDNN's 668 TFLOP/s); 1.34x and 1.35x SDPA's FlashAttention-2 backend.
+    target=0.6,
     cpu_dtypes=(torch.float16, torch.float32),
     gpu_dtypes=lambda dev: (dev.half_dtype, torch.float16) if dev.supports_bf16 else (torch.float16,),
     speed_dtype=lambda dev: dev.half_dtype,

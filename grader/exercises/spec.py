@@ -84,9 +84,10 @@ class KernelExercise:
 
     # () -> the name of the baseline really timed, where it depends on the GPU (SDPA's backends)
     baseline_label: Callable = None
-    # What PyTorch does by default for the same call, where the graded baseline pins something else
-    # (attention graded against one SDPA backend; SDPA's own dispatch picks another): timed beside it in a
-    # student's own speed check and in the benchmark, never graded
+    # What PyTorch does by default for the same call, where the graded baseline pins something else (an
+    # SDPA backend, say, where SDPA's own dispatch would pick another): timed beside it in a student's own
+    # speed check and in the benchmark, never graded. Today every exercise is graded against PyTorch's
+    # default path, so none sets it.
     default_baseline: Callable = None
     default_baseline_name: str = ""
 
