@@ -292,3 +292,37 @@ def test_a_notebook_whose_kernel_never_started_is_graded_again_and_no_other():
     assert not kernel_never_started(run("timed out", "still running after 90 s in cell 7 ('x = torch.randn"))
     assert not kernel_never_started(run("failed", "DeadKernelError: Kernel died: scored 0"))   # while a cell ran
     assert not kernel_never_started(run("graded", ""))
+
+
+def _fake_nbgrader(tmp_path, code: str) -> batch.Started:
+    """A started 'notebook' that is a Python process writing to its log as nbgrader would."""
+    import subprocess
+    import tempfile
+    out = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=out)
+    return batch.Started(proc, out, DAY, "s", "vector_add", {k: "" for k in ("gpu", "driver", "torch", "triton")},
+                         "", False)
+
+
+def test_a_notebook_that_starts_no_cell_is_killed_at_the_startup_limit_and_one_that_does_is_not(tmp_path,
+                                                                                                  monkeypatch):
+    # A kernel that never started used to hold its worker until the notebook's time limit (240 s of a CI
+    # run); after batch.STARTUP_S without a cell it is killed, and graded once more (kernel_never_started).
+    from grader.pipeline import sandbox
+    zeroed = []
+    monkeypatch.setattr(batch, "_kill_leftovers", lambda started: None)   # the test's own children stay
+    monkeypatch.setattr(batch.gradebook, "zero_notebook", lambda course, *key: zeroed.append(key))
+    course = Course.of(copy_course(tmp_path / "course"))
+    t = time.monotonic()
+    stuck = batch.finish_notebook(course, _fake_nbgrader(tmp_path, "import time; time.sleep(60)"), timeout_s=60,
+                                  startup_s=1)
+    assert time.monotonic() - t < 10 and stuck.status == "timed out" and batch.kernel_never_started(stuck), stuck
+    assert zeroed == [(DAY, "s", "vector_add")]
+    # a cell started, then printed more than the log's tail keeps: it runs to its end
+    running = (f"import sys, time; print({sandbox.RUNNING_CELL!r} + ' 1', file=sys.stderr, flush=True); "
+               f"print('x\\n' * (2 * {batch.LOG_LINES}), flush=True); time.sleep(2.5)")
+    ran = batch.finish_notebook(course, _fake_nbgrader(tmp_path, running), timeout_s=60, startup_s=1)
+    assert ran.status == "graded" and ran.seconds >= 2.5, ran
+    # with no startup limit (the second try) only the time limit counts
+    slow = batch.finish_notebook(course, _fake_nbgrader(tmp_path, "import time; time.sleep(2.5)"), timeout_s=60)
+    assert slow.status == "graded" and slow.seconds >= 2.5, slow

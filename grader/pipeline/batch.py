@@ -52,6 +52,11 @@ WAIT_POLL_S = 0.1   # how often a worker looks at its running notebook (and star
 # What the batch keeps of a notebook's nbgrader log (its output file, which the kernel writes too: any
 # amount where it is not sandboxed, up to sandbox.FILE_SIZE_ENV where it is): the last LOG_LINES lines,
 # each cut to LOG_LINE_CHARS, read a block at a time. The run log's reason comes from its last errors.
+# A notebook none of whose cells has started this long after its turn came has a kernel that never started
+# (a stuck start, a port taken): it is killed then and graded once more (kernel_never_started), rather
+# than at its time limit (900 s by default). A kernel starts in seconds, tens on a busy 2-core machine.
+# A CI run lost 240 s waiting for one at a test's time limit.
+STARTUP_S = 120
 LOG_LINES = 5000
 LOG_LINE_CHARS = 2000
 
@@ -168,6 +173,20 @@ def read_log(out) -> str:
     return "\n".join(lines)
 
 
+def a_cell_started(out) -> bool:
+    """Whether a notebook's nbgrader log says that a cell has started, read from its start (what a cell
+    prints can push the marker out of read_log's last lines) while nbgrader still writes it: by offset
+    (os.pread), since the file's position is shared with the nbgrader process that appends to it."""
+    marker, tail, offset = sandbox.RUNNING_CELL.encode(), b"", 0
+    while True:
+        block = os.pread(out.fileno(), 1 << 20, offset)
+        if not block:
+            return False
+        if marker in tail + block:
+            return True
+        tail, offset = block[-len(marker):], offset + len(block)
+
+
 def _uids_record(go: Path) -> Path:
     """Where a notebook's kernel launcher writes its user id (sandbox.UIDS_ENV): beside its gate."""
     return go.with_name(go.name + ".uids")
@@ -222,13 +241,16 @@ def kernel_never_started(run: Run) -> bool:
     return run.status in ("failed", "timed out") and any(sign in run.reason for sign in KERNEL_NEVER_STARTED)
 
 
-def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhile=lambda: None) -> Run:
-    """Give a started notebook its turn and wait for it, killed past timeout_s (counted from its turn).
+def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhile=lambda: None,
+                    startup_s: float | None = None) -> Run:
+    """Give a started notebook its turn and wait for it, killed past timeout_s (counted from its turn), or
+    past startup_s if no cell of it has started by then (its kernel never started: graded once more).
     `meanwhile` is called about every WAIT_POLL_S while it runs."""
     start = time.monotonic()
     if started.go is not None:
         started.go.touch()
     proc, day, student, notebook = started.proc, started.day, started.student, started.notebook
+    looked_for_a_cell = startup_s is None or startup_s >= timeout_s
     with started.out as out:
         try:
             while True:
@@ -237,9 +259,15 @@ def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhil
                     timed_out = False
                     break
                 except subprocess.TimeoutExpired:
-                    if time.monotonic() - start >= timeout_s:
+                    waited = time.monotonic() - start
+                    if waited >= timeout_s:
                         timed_out = True
                         break
+                    if not looked_for_a_cell and waited >= startup_s:
+                        looked_for_a_cell = True
+                        if not a_cell_started(out):
+                            timed_out = True
+                            break
                     meanwhile()
             if timed_out:
                 processes.kill_tree(proc.pid)
@@ -251,7 +279,8 @@ def finish_notebook(course: Course, started: Started, timeout_s: float, meanwhil
                 sandbox.reclaim(course.autograded / student / day)
         log = read_log(out)
     if timed_out:
-        status, reason = "timed out", f"still running after {timeout_s:.0f} s {where_it_stood(log)}: scored 0"
+        status, reason = "timed out", (f"still running after {min(time.monotonic() - start, timeout_s):.0f} s "
+                                       f"{where_it_stood(log)}: scored 0")
     else:
         status, reason = "graded", flags_in(log)
         if proc.returncode != 0 or "[AutogradeApp | ERROR]" in log:
@@ -396,7 +425,7 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
         try:
             top_up()
             while started:
-                run = finish_notebook(course, started[0], timeout_s, meanwhile=top_up)
+                run = finish_notebook(course, started[0], timeout_s, meanwhile=top_up, startup_s=STARTUP_S)
                 started.popleft()
                 if kernel_never_started(run):   # once more, in its own turn: no student code has run
                     log(f"{run.student} {run.notebook}: its kernel did not start ({run.reason}); grading it again")
