@@ -197,3 +197,114 @@ def time_side_by_side(fns: dict, budget_ms: float = 2000.0) -> dict:
         except Exception as e:  # noqa: BLE001 - a variant this Triton or GPU cannot compile: said, not fatal
             failed[name] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:120] if str(e).strip() else ''}"
     return {**timing.compare(ran, budget_ms=budget_ms), **failed} if ran else failed
+
+
+# -- Attention with TMA (an experiment for Day 4's kernel on Hopper; its speed is measured in the lecture
+# run, `attention_variants`) ------------------------------------------------------------------------------
+#
+# Day 4's kernel loads K and V with pointers and masks every block. Here every block moves by TMA from
+# descriptors over the (batch * heads, N, d) view, whose first dimension keeps each head apart: rows past
+# N load as zeros and stores past N are dropped by the hardware. The key blocks split into those that need
+# no mask (inside N, and wholly below the diagonal when causal), looped over first and with nothing but
+# products and the online softmax, and the few that do (the diagonal, a ragged last block).
+
+ATTENTION_GPU = {64: (128, 128, 8, 3), 128: (128, 64, 8, 3)}   # head dim -> (BLOCK_M, BLOCK_N, warps, stages)
+ATTENTION_CPU = (16, 16, 4, 1)
+
+
+@triton.jit
+def _attend_tma(acc, l_i, m_i, q, k_desc, v_desc, bh, start_n, offs_m, N, qk_scale,
+                MASK: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """Fold the key block at start_n into the running (acc, l, m); scores in log2 units (exp2)."""
+    k = k_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+    qk = tl.dot(q, k.T)
+    if MASK:
+        cols = start_n + tl.arange(0, BLOCK_N)
+        keep = cols[None, :] < N
+        if CAUSAL:
+            keep = keep & (offs_m[:, None] >= cols[None, :])
+        qk = tl.where(keep, qk * qk_scale, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_new[:, None])
+    else:
+        # the scale folded into the subtraction: one multiply-add per score
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    v = v_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return acc, l_i, m_new
+
+
+@triton.jit
+def attention_tma_kernel(q_ptr, k_ptr, v_ptr, o_ptr, BH, N, qk_scale, CAUSAL: tl.constexpr,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         WARP_SPECIALIZE: tl.constexpr):
+    """Attention of contiguous (batch, heads, N, d) tensors: one program per (query block, batch * head)."""
+    start_m = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1)
+    # (a list in a variable does not compile: each call writes its strides out)
+    q_desc = tl.make_tensor_descriptor(q_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
+                                       block_shape=[1, BLOCK_M, HEAD_DIM])
+    k_desc = tl.make_tensor_descriptor(k_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
+                                       block_shape=[1, BLOCK_N, HEAD_DIM])
+    v_desc = tl.make_tensor_descriptor(v_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
+                                       block_shape=[1, BLOCK_N, HEAD_DIM])
+    o_desc = tl.make_tensor_descriptor(o_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
+                                       block_shape=[1, BLOCK_M, HEAD_DIM])
+    q = q_desc.load([bh, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    m_i = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    # Blocks [0, unmasked) need no mask: inside N and, when causal, ending at or before this block's
+    # first query. The rest, up to `end`, are masked.
+    unmasked = (N // BLOCK_N) * BLOCK_N
+    end = N
+    if CAUSAL:
+        unmasked = tl.minimum(unmasked, (start_m // BLOCK_N) * BLOCK_N)
+        end = tl.minimum(start_m + BLOCK_M, N)
+    for start_n in tl.range(0, unmasked, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+        acc, l_i, m_i = _attend_tma(acc, l_i, m_i, q, k_desc, v_desc, bh, start_n, offs_m, N, qk_scale,
+                                    MASK=False, CAUSAL=CAUSAL, BLOCK_N=BLOCK_N, HEAD_DIM=HEAD_DIM)
+    for start_n in range(unmasked, end, BLOCK_N):
+        acc, l_i, m_i = _attend_tma(acc, l_i, m_i, q, k_desc, v_desc, bh, start_n, offs_m, N, qk_scale,
+                                    MASK=True, CAUSAL=CAUSAL, BLOCK_N=BLOCK_N, HEAD_DIM=HEAD_DIM)
+    o = (acc / l_i[:, None]).to(o_ptr.dtype.element_ty)
+    o_desc.store([bh, start_m, 0], o.reshape(1, BLOCK_M, HEAD_DIM))
+
+
+def attention_tma(q, k, v, causal: bool = False, config: tuple | None = None,
+                  warp_specialize: bool = False) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v for contiguous (batch, heads, N, d) q, k, v; d a power of two from 16
+    to 128. TMA needs the rows' strides in multiples of 16 bytes: d of 8 or more in 16-bit floats."""
+    b, h, n, d = q.shape
+    if d not in (16, 32, 64, 128):
+        raise ValueError(f"head dim {d}: 16, 32, 64 or 128")
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    o = torch.empty_like(q)
+    bm, bn, warps, stages = config or (ATTENTION_GPU[max(64, d)] if q.is_cuda else ATTENTION_CPU)
+    attention_tma_kernel[(triton.cdiv(n, bm), b * h)](q, k, v, o, b * h, n, 1.4426950408889634 / d ** 0.5,
+                                                      CAUSAL=causal, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
+                                                      WARP_SPECIALIZE=warp_specialize,
+                                                      num_warps=warps, num_stages=stages)
+    return o
+
+
+def attention_variants(q, k, v, causal: bool = False) -> dict:
+    """Attention of q, k, v by name, each a function of no arguments: SDPA's default dispatch, its
+    FlashAttention-2 backend, and the TMA kernel above in a few tile choices (for time_side_by_side)."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def flash():
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    found = {"SDPA (PyTorch's default dispatch)": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+             "SDPA, FLASH_ATTENTION backend": flash}
+    for config in [(128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 4)]:
+        for ws in (False, True):
+            found[f"TMA {config}{' + warp spec.' if ws else ''}"] = \
+                (lambda config=config, ws=ws: attention_tma(q, k, v, causal, config, ws))
+    return found
