@@ -430,6 +430,11 @@ def test_the_reference_solution_s_figures_are_said_beside_a_student_s_on_the_car
     assert rf.said("day1.vector_add", "NVIDIA H200", figures) == []      # not measured: nothing said
     assert rf.ratio_on("day2.softmax", "NVIDIA H200", figures) == 2.0
     assert rf.ratio_on("day2.softmax", "Tesla T4", figures) is None      # the plot's line: this card's only
+    # ... and against the baseline the student is graded on: one timed beside, or none (Day 4's attention
+    # was measured against SDPA's FlashAttention-2 backend before its graded baseline became the default)
+    assert rf.ratio_on("day2.softmax", "NVIDIA H200", figures, baseline="torch.softmax") == 2.0
+    assert rf.ratio_on("day2.softmax", "NVIDIA H200", figures, baseline="torch.compile of the baseline") == 0.8
+    assert rf.ratio_on("day2.softmax", "NVIDIA H200", figures, baseline="something else") is None
     # a run of some days updates that card's entries and keeps the rest; the module reads back as written
     later = rf.with_card(figures, "NVIDIA H200", "2026-11-30", {"day1.vector_add": dict(rf.of_result(run), rate=None)})
     assert set(later["NVIDIA H200"]["exercises"]) == {"day1.vector_add", "day2.softmax"}

@@ -33,10 +33,15 @@ def said(key: str, device_name: str, figures: dict | None = None) -> list:
     return lines
 
 
-def ratio_on(key: str, device_name: str, figures: dict | None = None) -> float | None:
-    """The reference solution's ratio to the baseline on this card, where the benchmark measured it."""
+def ratio_on(key: str, device_name: str, figures: dict | None = None, baseline: str | None = None) -> float | None:
+    """The reference solution's ratio to the baseline on this card, where the benchmark measured it; with
+    `baseline` (its name), to that one: the graded one it was measured against, or one timed beside it
+    (an exercise whose graded baseline changed since), else None."""
     figures = measured_figures.MEASURED if figures is None else figures
-    return figures.get(device_name, {}).get("exercises", {}).get(key, {}).get("ratio")
+    ref = figures.get(device_name, {}).get("exercises", {}).get(key, {})
+    if baseline is None or ref.get("baseline") == baseline:
+        return ref.get("ratio")
+    return ref.get("beside", {}).get(baseline)
 
 
 def of_result(result) -> dict:

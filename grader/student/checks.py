@@ -914,7 +914,7 @@ def check_speed(key: str, fn, points: float = 1.0):
     for line in reference_figures.said(key, result.device):
         print(line)
     if not grading():
-        _show(speed_figure(result, reference_figures.ratio_on(key, result.device)))
+        _show(speed_figure(result, reference_figures.ratio_on(key, result.device, baseline=result.baseline_name)))
     print(f"  speed score: {result.credit * points:.2f} of {points:g}")
     return round(result.credit * points, 4)
 
