@@ -292,7 +292,7 @@ class Checker:
         if not yours > 0:
             raise CheckFailed(f"{spec.title}: your function's timing ({yours}) is not a positive time.")
         result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), self.dev.name,
-                             spec.timed_baseline_name(), yours, baseline, spec.target, speed_hint=spec.speed_hint)
+                             spec.baseline_name, yours, baseline, spec.target, speed_hint=spec.speed_hint)
         if spec.bytes_moved:
             result.gbs = spec.bytes_moved(spec.speed_shape, dtype) / (yours * 1e-3) / 1e9
             result.ceiling_gbs = timing.copy_bandwidth_gbs()

@@ -82,8 +82,6 @@ class KernelExercise:
     # them as the student's own work.
     library_kernels: tuple = ()
 
-    # () -> the name of the baseline really timed, where it depends on the GPU (SDPA's backends)
-    baseline_label: Callable = None
     # What PyTorch does by default for the same call, where the graded baseline pins something else (an
     # SDPA backend, say, where SDPA's own dispatch would pick another): timed beside it in a student's own
     # speed check and in the benchmark, never graded. Today every exercise is graded against PyTorch's
@@ -113,9 +111,6 @@ class KernelExercise:
     def times_backward_only(self) -> bool:
         """A timed call is one backward pass, its forward run before the clock starts (not times_step)."""
         return self.backward and not self.times_step
-
-    def timed_baseline_name(self) -> str:
-        return self.baseline_label() if self.baseline_label else self.baseline_name
 
     def shapes(self, device, hidden: bool) -> tuple:
         if device.is_gpu:

@@ -848,7 +848,7 @@ def measure_speed(key: str, fn, context: bool = False) -> SpeedResult:
             for name in samples:
                 samples[name].append(ms[name])
     del spacers, args, calls
-    result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), dev.name, spec.timed_baseline_name(),
+    result = SpeedResult(spec.title, spec.speed_shape, _dtype_name(dtype), dev.name, spec.baseline_name,
                          statistics.median(samples["yours"]), statistics.median(samples["baseline"]),
                          spec.target, placements={k: samples[k] for k in ("baseline", "yours")},
                          speed_hint=spec.speed_hint,
