@@ -629,3 +629,25 @@ def test_guard_bytes_of_launches_inside_an_autotuner_are_looked_at_once_it_retur
         launch(jit, out, 64)
         assert len(looked) == 2
     assert record.launches == 21
+
+
+def test_a_subclass_of_tritons_autotuner_is_refused():
+    # Autotuner.run is Triton's own work, unwatched inside: a red team's subclass computed the softmax with
+    # torch in its prune_configs and got full marks on the CPU. A plain autotuned kernel still passes.
+    import triton
+    from triton.runtime.autotuner import Autotuner
+    x = torch.randn(300, device=DEVICE.torch_device)
+    y = torch.randn(300, device=DEVICE.torch_device)
+    plain = triton.autotune(configs=[triton.Config({}, num_warps=4)], key=["n"])(kernels.add_kernel)
+
+    class Sneaky(Autotuner):
+        def prune_configs(self, *args, **kwargs):
+            torch.softmax(x, 0)
+            return super().prune_configs(*args, **kwargs)
+    sneaky = triton.autotune(configs=[triton.Config({}, num_warps=4)], key=["n"])(kernels.add_kernel)
+    sneaky.__class__ = Sneaky   # (Autotuner's constructor differs between Triton versions)
+    for launcher, refused in ((plain, False), (sneaky, True)):
+        out = torch.empty_like(x)
+        with watch() as record:
+            launcher[(triton.cdiv(300, 128),)](x, y, out, 300, BLOCK=128)
+        assert any("subclass of Triton's Autotuner" in op for op in record.forbidden()) == refused, record.forbidden()

@@ -798,6 +798,10 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
         if state is None:
             return original(self, *args, **kwargs)
         record, watcher = state.record, state.watcher
+        if entry and _subclassed_launcher(self):
+            record.torch_ops.append(f"a subclass of Triton's {_subclassed_launcher(self)} "
+                                    f"({type(self).__name__}: its methods run inside Triton, where the grader "
+                                    f"does not watch them)")
         if entry:        # also inside Triton: an autotune config's or a heuristic's values arrive here
             for name in _odd_arguments(args, kwargs):
                 record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
@@ -858,6 +862,17 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
         finally:
             watcher.in_triton = depth
     return run
+
+
+def _subclassed_launcher(launcher) -> str | None:
+    """The Triton class a student's subclass of Autotuner or Heuristics derives from, else None. Their
+    run() counts as Triton's own work, and a method the subclass overrides (prune_configs, say) would run
+    there unwatched: a red team's prune_configs computed the softmax with torch and got full marks."""
+    import triton.runtime.autotuner as at
+    for base in (at.Autotuner, at.Heuristics):
+        if isinstance(launcher, base) and type(launcher) is not base:
+            return base.__name__
+    return None
 
 
 def _addresses(named: dict) -> list:
