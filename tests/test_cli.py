@@ -95,3 +95,22 @@ def test_every_subcommand_s_help_describes_every_argument():
         for action in parser._actions:
             if not isinstance(action, argparse._HelpAction):
                 assert action.help, f"course-grader {name} --help says nothing of {action.dest}"
+
+
+def test_bench_limited_to_some_exercises_runs_only_their_notebooks(monkeypatch):
+    # The benchmark runs a solution notebook only when one of its speed checks was asked for: here the
+    # dropout's alone, so the day's three other notebooks are never run.
+    from grader.pipeline import benchmark_report, notebooks
+    from grader.student import checks
+    ran, timed = [], []
+    monkeypatch.setattr(notebooks, "run_code_cells", lambda path: ran.append(path.stem) or {"dropout": None})
+    class Timed:
+        ratio = 1.0
+
+        def report(self):
+            return ""
+
+    monkeypatch.setattr(checks, "measure_speed", lambda key, fn, context=False: timed.append(key) or Timed())
+    speed_rows, _, _ = benchmark_report.measure(1, 1, log=lambda *a: None, days=("day5",), keys=("day5.dropout",))
+    assert ran == ["dropout"]
+    assert [key for key, _, _ in speed_rows] == ["day5.dropout"] and set(timed) == {"day5.dropout"}

@@ -109,7 +109,7 @@ VARIANTS = [
       "q = tl.load(q_ptr + offs_m[:, None] * HEAD_DIM + offs_d[None, :]"},
      ["(o)", "elements differ", "'strided'"]),
     ("transformer block: residual dropped", "day4/flash_attention", "day4.transformer_block",
-     {"x2 = matmul(a, wo, residual=x2)": "x2 = matmul(a, wo)"}, ["(out)", "elements differ", "residual"]),
+     {"x2 = matmul(a.view(batch * seq, d), wo, residual=x2)": "x2 = matmul(a.view(batch * seq, d), wo)"}, ["(out)", "elements differ", "residual"]),
     ("attention backward: dQ not scaled by 1/sqrt(d)", "day5/flash_attention_backward", "day5.attention_backward",
      {"(dq * sm_scale).to(dq_ptr.dtype.element_ty)": "dq.to(dq_ptr.dtype.element_ty)"},
      ["(dq)", "elements differ", "missing scale"]),
@@ -126,15 +126,16 @@ VARIANTS = [
     ("dropout: the backward pass draws another mask", "day5/dropout", "day5.dropout",
      {"launch_dropout(dy.contiguous(), ctx.p, ctx.seed)": "launch_dropout(dy.contiguous(), ctx.p, ctx.seed + 1)"},
      ["backward pass dropped other elements"]),
-    ("dropout: four quarters share one number", "day5/dropout", "day5.dropout",
-     {"drop_quarter(x_ptr, out_ptr, offs + BLOCK // 4, n, r1, p, scale)":
-      "drop_quarter(x_ptr, out_ptr, offs + BLOCK // 4, n, r0, p, scale)"}, ["apart in memory are both kept"]),
+    ("dropout: four neighbours share one number", "day5/dropout", "day5.dropout",
+     {"tl.join(tl.join(r0, r2), tl.join(r1, r3))": "tl.join(tl.join(r0, r0), tl.join(r0, r0))"},
+     ["an element and its right neighbour are both kept"]),
     ("dropout: the forward keeps its output for the backward", "day5/dropout", "day5.dropout",
      {"        ctx.p, ctx.seed = p, seed\n        return launch_dropout(x.contiguous(), p, seed)":
       "        ctx.p, ctx.seed = p, seed\n        y = launch_dropout(x.contiguous(), p, seed)\n"
       "        ctx.save_for_backward(y)\n        return y"}, ["keeps a tensor", "the seed and p"]),
     ("dropout: the seed added to the program's index", "day5/dropout", "day5.dropout",
-     {"tl.rand4x(seed, tl.program_id(0) * (BLOCK // 4) + quarter)": "tl.rand4x(seed + tl.program_id(0), quarter)"},
+     {"tl.rand4x(seed, tl.program_id(0) * (BLOCK // 4) + tl.arange(0, BLOCK // 4))":
+      "tl.rand4x(seed + tl.program_id(0), tl.arange(0, BLOCK // 4))"},
      ["moved by 4096 element(s)"]),
     ("dropout: kept values not scaled", "day5/dropout", "day5.dropout",
      {"tl.where(r >= p, x * scale, 0.0)": "tl.where(r >= p, x, 0.0)"}, ["elements you kept", "x / (1 - p)"]),
@@ -290,13 +291,20 @@ class AddRMSNorm(torch.autograd.Function):
 HONEST_VARIANTS = [
     # one Philox call per element (lecture 02's first kernel): slower on a GPU, but a right dropout
     ("dropout: one number per element", "day5/dropout", "day5.dropout",
-     {"    r0, r1, r2, r3 = tl.rand4x(seed, tl.program_id(0) * (BLOCK // 4) + quarter)\n": "",
-      "    offs = tl.program_id(0).to(tl.int64) * BLOCK + quarter\n": "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
-                                                                 "    r = tl.rand(seed, offs)\n",
-      "    drop_quarter(x_ptr, out_ptr, offs, n, r0, p, scale)\n": "    drop_quarter(x_ptr, out_ptr, offs, n, r, p, scale)\n",
-      "    drop_quarter(x_ptr, out_ptr, offs + BLOCK // 4, n, r1, p, scale)\n": "",
-      "    drop_quarter(x_ptr, out_ptr, offs + 2 * (BLOCK // 4), n, r2, p, scale)\n": "",
-      "    drop_quarter(x_ptr, out_ptr, offs + 3 * (BLOCK // 4), n, r3, p, scale)\n": ""}),
+     {"    r0, r1, r2, r3 = tl.rand4x(seed, tl.program_id(0) * (BLOCK // 4) + tl.arange(0, BLOCK // 4))\n": "",
+      "    r = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), [BLOCK])\n": "",
+      "    mask = offs < n\n": "    mask = offs < n\n    r = tl.rand(seed, offs)\n"}),
+    # the four numbers of a call given to four quarters of the block (lecture 02's kernel): as right
+    ("dropout: four numbers to four quarters of the block", "day5/dropout", "day5.dropout",
+     {"    r = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), [BLOCK])\n": "",
+      "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)\n": "",
+      "    mask = offs < n\n": "",
+      "    x = tl.load(x_ptr + offs, mask=mask)\n"
+      "    tl.store(out_ptr + offs, tl.where(r >= p, x * scale, 0.0).to(out_ptr.dtype.element_ty), mask=mask)\n":
+      "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK // 4)\n"
+      + "".join(f"    x = tl.load(x_ptr + offs + {k} * (BLOCK // 4), mask=offs + {k} * (BLOCK // 4) < n)\n"
+                f"    tl.store(out_ptr + offs + {k} * (BLOCK // 4), tl.where(r{k} >= p, x * scale, 0.0)"
+                f".to(out_ptr.dtype.element_ty), mask=offs + {k} * (BLOCK // 4) < n)\n" for k in range(4))}),
     # dQ added up with atomics by the dK/dV programs into a float32 buffer (one sweep, as some libraries
     # do): results that vary in their last bits from run to run, but right
     ("attention backward: dQ by atomics", "day5/flash_attention_backward", "day5.attention_backward", {

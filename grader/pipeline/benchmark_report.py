@@ -31,9 +31,9 @@ def slowed(fn):
     return slow
 
 
-def measure(repeats: int, slow_repeats: int, log=print, days=()) -> tuple:
+def measure(repeats: int, slow_repeats: int, log=print, days=(), keys=()) -> tuple:
     """(speed rows, prediction rows, attention backend lines) for every solution notebook (of `days`,
-    if any are named)."""
+    if any are named; only the exercises whose `keys` are named, if any)."""
     from grader.student import checks
     from grader import exercises
     from grader.pipeline import notebooks
@@ -42,7 +42,7 @@ def measure(repeats: int, slow_repeats: int, log=print, days=()) -> tuple:
     course = Course.of(REPO)
     for day in [d for d in course.days() if not days or d in days]:
         for path in sorted((course.source / day).glob("*.ipynb")):
-            calls = notebooks.graded_calls(path)
+            calls = [c for c in notebooks.graded_calls(path) if not keys or c[1] in keys]
             if not any(kind in ("check_speed", "check_prediction_on_gpu") for kind, _, _ in calls):
                 continue
             log(f"running {path.relative_to(REPO)}")
@@ -110,7 +110,8 @@ def speed_table(speed_rows, repeats: int, slow_repeats: int) -> list:
     return lines
 
 
-def write_report(repeats: int, slow_repeats: int, out: Path, log=print, days=(), figures: Path | None = None) -> int:
+def write_report(repeats: int, slow_repeats: int, out: Path, log=print, days=(), figures: Path | None = None,
+                 exercises=()) -> int:
     """Measure and write the report to `out`; with `figures`, also the references' figures on this card
     (grader/exercises/measured_figures.py, which speed feedback shows beside a student's)."""
     import torch
@@ -122,7 +123,7 @@ def write_report(repeats: int, slow_repeats: int, out: Path, log=print, days=(),
     if not dev.is_gpu:
         log("bench needs a CUDA GPU: the speed of the reference solutions is measured there.")
         return 2
-    speed_rows, prediction_rows, backend_lines = measure(repeats, slow_repeats, log, days)
+    speed_rows, prediction_rows, backend_lines = measure(repeats, slow_repeats, log, days, keys=exercises)
     if figures is not None and speed_rows:
         from grader.exercises import measured_figures, reference_figures
         when = f"{datetime.date.today().isoformat()}, torch {dev.torch_version}, triton {dev.triton_version}"
@@ -150,7 +151,7 @@ def write_report(repeats: int, slow_repeats: int, out: Path, log=print, days=(),
         f"ratio and the credit it would get. Memory-bound exercises are compared with the measured copy "
         f"bandwidth, matrix products with the card's dense 16-bit datasheet peak. Where peak memory is "
         f"graded too, a run counts as below target when either figure is; the score is the lower credit."
-        + (f" Days: {', '.join(days)}." if days else ""),
+        + (f" Days: {', '.join(days)}." if days else "") + (f" Exercises: {', '.join(exercises)}." if exercises else ""),
         "",
     ] + speed_table(speed_rows, repeats, slow_repeats)
     all_pass = all(r.credit >= 1 for _, results, _ in speed_rows for r in results)

@@ -80,9 +80,9 @@ def release(selected: list) -> int:
     return 0
 
 
-def bench(repeats: int, slow_repeats: int, out: Path, days=(), figures: Path | None = None) -> int:
+def bench(repeats: int, slow_repeats: int, out: Path, days=(), figures: Path | None = None, exercises=()) -> int:
     from grader.pipeline import benchmark_report
-    return benchmark_report.write_report(repeats, slow_repeats, out, days=days, figures=figures)
+    return benchmark_report.write_report(repeats, slow_repeats, out, days=days, figures=figures, exercises=exercises)
 
 
 def course_run(days: list, lectures: bool, autograde_: bool, out: Path | None, cell_timeout: float) -> int:
@@ -269,6 +269,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=10, help="speed gradings of each reference (default 10)")
     p.add_argument("--slow-repeats", type=int, default=3, help="gradings of each slow variant (default 3)")
     p.add_argument("--days", nargs="*", default=[], help="only these days (default: every day)")
+    p.add_argument("--exercises", nargs="*", default=[],
+                   help="only these exercises, by key (day5.dropout; default: every one of the days)")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md",
                    help="where to write the report (default docs/benchmarks.md)")
     p.add_argument("--figures", type=Path, default=REPO / "grader" / "exercises" / "measured_figures.py",
@@ -314,7 +316,7 @@ def main(argv=None) -> int:
         return student_edition(args.out)
     if args.command == "course-run":
         return course_run(args.days, args.lectures, args.autograde, args.out, args.cell_timeout)
-    return bench(args.repeats, args.slow_repeats, args.out, args.days, args.figures)
+    return bench(args.repeats, args.slow_repeats, args.out, args.days, args.figures, args.exercises)
 
 
 if __name__ == "__main__":
