@@ -160,8 +160,9 @@ transformer_block = KernelExercise(
     hidden_cpu_shapes=(),
     hidden_gpu_shapes=((4, 2048, 2048, 5632),),
     speed_shape=(4, 2048, 2048, 5632),
-    # A modest target: the projections are most of the time, and cuBLAS runs them in eager PyTorch. The
-    # reference solution (plain Triton matmuls, a separate SwiGLU kernel) ran 0.85x on an H200.
+    # A modest target: the projections are most of the time, and cuBLAS runs them in eager PyTorch. On an
+    # H200 the lecture's block (plain Triton matmuls, a separate SwiGLU kernel) ran 0.91x, the reference
+    # solution (SwiGLU in the up-projection, attention writing in place) 0.98x, medians of 10 gradings.
     target=0.75,
     gpu_dtypes=lambda dev: (dev.half_dtype,),
     flops=_block_flops,
