@@ -86,6 +86,23 @@ def test_the_tma_attention_matches_the_textbook_on_ragged_sizes(shape, causal, w
         assert not torch.allclose(got, _attention64(q, k, v, not causal), atol=1e-3)
 
 
+@needs_descriptors
+@pytest.mark.parametrize("shape", [(1, 2, 32, 16), (2, 1, 64, 32), (1, 1, 96, 64)])
+def test_the_two_halves_attention_matches_the_textbook(shape):
+    # Several program rows and heads: each half keeps its own running maximum and sum.
+    q, k, v = (_randn(*shape) for _ in range(3))
+    got = H.attention_halves(q, k, v)
+    torch.testing.assert_close(got, _attention64(q, k, v, False), **({"rtol": 2e-2, "atol": 2e-2} if DEVICE.is_gpu else {}))
+
+
+def test_the_two_halves_attention_refuses_what_it_does_not_handle():
+    q = torch.zeros(1, 1, 40, 16)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        H.attention_halves(q, q, q, (16, 16, 4, 1))
+    with pytest.raises(ValueError, match="head dim"):
+        H.attention_halves(torch.zeros(1, 1, 32, 24), q, q)
+
+
 @on_cpu_only
 @needs_descriptors
 def test_the_lectures_kernels_compile_for_the_grading_gpu():
@@ -99,6 +116,9 @@ def test_the_lectures_kernels_compile_for_the_grading_gpu():
         q = torch.randn(1, 1, 8, 64)
         for config, causal, ws in [((128, 64, 8, 3), False, False), ((128, 128, 8, 2), True, True)]:
             H.attention_tma(q, q, q, causal, config, ws)
+        q = torch.randn(1, 1, 128, 64)
+        for config in [(64, 64, 4, 2), (64, 128, 4, 2)]:
+            H.attention_halves(q, q, q, config)
     judged, failures, _ = gpu_compile.check(launches)
     assert judged > 0, "nothing could be compiled"
     assert [f for f in failures if f[1] in gpu_compile.GRADING_TARGETS] == [], failures

@@ -199,8 +199,8 @@ def time_side_by_side(fns: dict, budget_ms: float = 2000.0) -> dict:
     return {**timing.compare(ran, budget_ms=budget_ms), **failed} if ran else failed
 
 
-# -- Attention with TMA (an experiment for Day 4's kernel on Hopper; its speed is measured in the lecture
-# run, `attention_variants`) ------------------------------------------------------------------------------
+# -- Attention with TMA (experiments for Day 4's kernel on Hopper; timed with `attention_variants`, the
+# figures in docs/benchmarks.md) ----------------------------------------------------------------------------
 #
 # Day 4's kernel loads K and V with pointers and masks every block. Here every block moves by TMA from
 # descriptors over the (batch * heads, N, d) view, whose first dimension keeps each head apart: rows past
@@ -292,9 +292,82 @@ def attention_tma(q, k, v, causal: bool = False, config: tuple | None = None,
     return o
 
 
+# Two halves per program. In the kernel above a warp group computes its block's scores, then waits for
+# them, runs the softmax, then asks for P @ V: the tensor cores idle during every softmax. Here a program
+# holds two blocks of queries (halves) and asks for both halves' scores before either softmax, so that the
+# first half's softmax runs while the second half's product is computed, and the second's while the
+# first half's P @ V is (the overlap FlashAttention-3 builds with two warp groups taking turns). Measured
+# on an H200 (docs/benchmarks.md): 545 TFLOP/s at head dim 128 against 464 for one block, cuDNN's 664.
+# Kept to the case it was measured on: not causal, N a whole number of blocks.
+
+ATTENTION_HALVES_GPU = {64: (64, 128, 4, 2), 128: (64, 64, 4, 2)}   # head dim -> (HALF, BLOCK_N, warps, stages)
+ATTENTION_HALVES_CPU = (16, 16, 4, 1)
+
+
+@triton.jit
+def _softmax_step(qk, m_i, l_i, acc, qk_scale):
+    """Scores of one key block into a half's running (m, l) and rescaled acc; returns P too."""
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    return p, m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None]
+
+
+@triton.jit
+def attention_halves_kernel(q_ptr, k_ptr, v_ptr, o_ptr, BH, N, qk_scale, HEAD_DIM: tl.constexpr,
+                            HALF: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Attention (not causal) of contiguous (batch, heads, N, d) tensors, N a multiple of BLOCK_N and of
+    2 * HALF: one program per (two blocks of HALF queries, batch * head)."""
+    start_m = tl.program_id(0) * 2 * HALF
+    bh = tl.program_id(1)
+    q_desc = tl.make_tensor_descriptor(q_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
+                                       block_shape=[1, HALF, HEAD_DIM])
+    k_desc = tl.make_tensor_descriptor(k_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
+                                       block_shape=[1, BLOCK_N, HEAD_DIM])
+    v_desc = tl.make_tensor_descriptor(v_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
+                                       block_shape=[1, BLOCK_N, HEAD_DIM])
+    o_desc = tl.make_tensor_descriptor(o_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
+                                       block_shape=[1, HALF, HEAD_DIM])
+    q0 = q_desc.load([bh, start_m, 0]).reshape(HALF, HEAD_DIM)
+    q1 = q_desc.load([bh, start_m + HALF, 0]).reshape(HALF, HEAD_DIM)
+    m0 = tl.full([HALF], -float("inf"), tl.float32)
+    l0 = tl.zeros([HALF], tl.float32)
+    a0 = tl.zeros([HALF, HEAD_DIM], tl.float32)
+    m1, l1, a1 = m0, l0, a0
+    for start_n in range(0, N, BLOCK_N):
+        k = k_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        qk0 = tl.dot(q0, k.T)          # both halves' scores first ...
+        qk1 = tl.dot(q1, k.T)
+        v = v_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        p0, m0, l0, a0 = _softmax_step(qk0, m0, l0, a0, qk_scale)    # ... while qk1 is still computed
+        a0 = tl.dot(p0.to(v.dtype), v, a0)
+        p1, m1, l1, a1 = _softmax_step(qk1, m1, l1, a1, qk_scale)    # ... while P0 @ V is
+        a1 = tl.dot(p1.to(v.dtype), v, a1)
+    o_desc.store([bh, start_m, 0], (a0 / l0[:, None]).to(o_ptr.dtype.element_ty).reshape(1, HALF, HEAD_DIM))
+    o_desc.store([bh, start_m + HALF, 0], (a1 / l1[:, None]).to(o_ptr.dtype.element_ty).reshape(1, HALF, HEAD_DIM))
+
+
+def attention_halves(q, k, v, config: tuple | None = None) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v, not causal, for contiguous (batch, heads, N, d) q, k, v with N a
+    multiple of the block sizes (2 * HALF and BLOCK_N of `config`)."""
+    b, h, n, d = q.shape
+    if d not in (16, 32, 64, 128):
+        raise ValueError(f"head dim {d}: 16, 32, 64 or 128")
+    half, bn, warps, stages = config or (ATTENTION_HALVES_GPU[max(64, d)] if q.is_cuda else ATTENTION_HALVES_CPU)
+    if n % (2 * half) or n % bn:
+        raise ValueError(f"N = {n}: this kernel needs N a multiple of {2 * half} and of {bn}")
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    o = torch.empty_like(q)
+    attention_halves_kernel[(n // (2 * half), b * h)](q, k, v, o, b * h, n, 1.4426950408889634 / d ** 0.5,
+                                                      HEAD_DIM=d, HALF=half, BLOCK_N=bn,
+                                                      num_warps=warps, num_stages=stages)
+    return o
+
+
 def attention_variants(q, k, v, causal: bool = False) -> dict:
     """Attention of q, k, v by name, each a function of no arguments: SDPA's default dispatch, its
-    FlashAttention-2 backend, and the TMA kernel above in a few tile choices (for time_side_by_side)."""
+    FlashAttention-2 backend, the TMA kernel above in a few tile choices and, not causal, the two-halves
+    kernel (for time_side_by_side)."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -307,4 +380,7 @@ def attention_variants(q, k, v, causal: bool = False) -> dict:
         for ws in (False, True):
             found[f"TMA {config}{' + warp spec.' if ws else ''}"] = \
                 (lambda config=config, ws=ws: attention_tma(q, k, v, causal, config, ws))
+    if not causal:
+        for config in [(64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 3)]:
+            found[f"TMA, two halves {config}"] = lambda config=config: attention_halves(q, k, v, config)
     return found
