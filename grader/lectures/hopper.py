@@ -213,6 +213,14 @@ ATTENTION_CPU = (16, 16, 4, 1)
 
 
 @triton.jit
+def _rows_of_heads(ptr, BH, N, HEAD_DIM: tl.constexpr, ROWS: tl.constexpr):
+    """A descriptor over the (batch * heads, N, d) view of a contiguous (batch, heads, N, d) tensor, moving
+    ROWS rows of one head at a time. (A list in a variable does not compile: the strides are written out.)"""
+    return tl.make_tensor_descriptor(ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
+                                     block_shape=[1, ROWS, HEAD_DIM])
+
+
+@triton.jit
 def _attend_tma(acc, l_i, m_i, q, k_desc, v_desc, bh, start_n, offs_m, N, qk_scale,
                 MASK: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
     """Fold the key block at start_n into the running (acc, l, m); scores in log2 units (exp2)."""
@@ -244,15 +252,10 @@ def attention_tma_kernel(q_ptr, k_ptr, v_ptr, o_ptr, BH, N, qk_scale, CAUSAL: tl
     """Attention of contiguous (batch, heads, N, d) tensors: one program per (query block, batch * head)."""
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
-    # (a list in a variable does not compile: each call writes its strides out)
-    q_desc = tl.make_tensor_descriptor(q_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
-                                       block_shape=[1, BLOCK_M, HEAD_DIM])
-    k_desc = tl.make_tensor_descriptor(k_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
-                                       block_shape=[1, BLOCK_N, HEAD_DIM])
-    v_desc = tl.make_tensor_descriptor(v_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
-                                       block_shape=[1, BLOCK_N, HEAD_DIM])
-    o_desc = tl.make_tensor_descriptor(o_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
-                                       block_shape=[1, BLOCK_M, HEAD_DIM])
+    q_desc = _rows_of_heads(q_ptr, BH, N, HEAD_DIM, BLOCK_M)
+    k_desc = _rows_of_heads(k_ptr, BH, N, HEAD_DIM, BLOCK_N)
+    v_desc = _rows_of_heads(v_ptr, BH, N, HEAD_DIM, BLOCK_N)
+    o_desc = _rows_of_heads(o_ptr, BH, N, HEAD_DIM, BLOCK_M)
     q = q_desc.load([bh, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     m_i = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
@@ -320,14 +323,10 @@ def attention_halves_kernel(q_ptr, k_ptr, v_ptr, o_ptr, BH, N, qk_scale, HEAD_DI
     2 * HALF: one program per (two blocks of HALF queries, batch * head)."""
     start_m = tl.program_id(0) * 2 * HALF
     bh = tl.program_id(1)
-    q_desc = tl.make_tensor_descriptor(q_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
-                                       block_shape=[1, HALF, HEAD_DIM])
-    k_desc = tl.make_tensor_descriptor(k_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
-                                       block_shape=[1, BLOCK_N, HEAD_DIM])
-    v_desc = tl.make_tensor_descriptor(v_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
-                                       block_shape=[1, BLOCK_N, HEAD_DIM])
-    o_desc = tl.make_tensor_descriptor(o_ptr, shape=[BH, N, HEAD_DIM], strides=[N * HEAD_DIM, HEAD_DIM, 1],
-                                       block_shape=[1, HALF, HEAD_DIM])
+    q_desc = _rows_of_heads(q_ptr, BH, N, HEAD_DIM, HALF)
+    k_desc = _rows_of_heads(k_ptr, BH, N, HEAD_DIM, BLOCK_N)
+    v_desc = _rows_of_heads(v_ptr, BH, N, HEAD_DIM, BLOCK_N)
+    o_desc = _rows_of_heads(o_ptr, BH, N, HEAD_DIM, HALF)
     q0 = q_desc.load([bh, start_m, 0]).reshape(HALF, HEAD_DIM)
     q1 = q_desc.load([bh, start_m + HALF, 0]).reshape(HALF, HEAD_DIM)
     m0 = tl.full([HALF], -float("inf"), tl.float32)
