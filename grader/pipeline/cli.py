@@ -10,7 +10,7 @@
                                               share K of N of the class (one Slurm/Kubernetes task)
     course-grader report DAY                  grades CSV, per-student HTML feedback, the class's speed table
     course-grader doctor                      check this grading machine and say what to fix
-    course-grader bench [--repeats N] [--days ...]
+    course-grader bench [--repeats N] [--days ...] [--exercises KEY ...]
                                               grade every reference solution's speed N times on this GPU, and a
                                               slow variant of each -> docs/benchmarks.md
     course-grader course-run [--days ...]     run every lecture notebook and autograde every day's solutions
