@@ -114,3 +114,12 @@ def test_bench_limited_to_some_exercises_runs_only_their_notebooks(monkeypatch):
     speed_rows, _, _ = benchmark_report.measure(1, 1, log=lambda *a: None, days=("day5",), keys=("day5.dropout",))
     assert ran == ["dropout"]
     assert [key for key, _, _ in speed_rows] == ["day5.dropout"] and set(timed) == {"day5.dropout"}
+
+
+@pytest.mark.parametrize("argv, says", [(["bench", "--exercises", "day5.drop_out"], "'day5.drop_out'"),
+                                        (["bench", "--days", "day4", "--exercises", "day5.dropout"], "in day4"),
+                                        (["bench", "--days", "day9"], "no day 'day9'")])
+def test_bench_refuses_an_exercise_or_day_it_does_not_have(argv, says, capsys):
+    # before any GPU is looked for: a typo must not produce an empty report that says all is well
+    assert cli.main(argv) == 2
+    assert says in capsys.readouterr().err

@@ -161,8 +161,8 @@ transformer_block = KernelExercise(
     hidden_gpu_shapes=((4, 2048, 2048, 5632),),
     speed_shape=(4, 2048, 2048, 5632),
     # A modest target: the projections are most of the time, and cuBLAS runs them in eager PyTorch. On an
-    # H200 the lecture's block (plain Triton matmuls, a separate SwiGLU kernel) ran 0.91x, the reference
-    # solution (SwiGLU in the up-projection, attention writing in place) 0.98x, medians of 10 gradings.
+    # H200 the earlier reference solution (plain Triton matmuls, a separate SwiGLU kernel) ran 0.91x, the
+    # reference solution (SwiGLU in the up-projection, attention writing in place) 0.98x, medians of 10.
     target=0.75,
     gpu_dtypes=lambda dev: (dev.half_dtype,),
     flops=_block_flops,

@@ -212,7 +212,8 @@ dropout = KernelExercise(
     bytes_moved=_dropout_bytes,
     speed_hint="one Philox call gives four numbers: tl.rand4x(seed, offsets) for a quarter of the block's "
                "offsets, each of the four results serving one quarter of the block (lecture 02), or, faster, "
-               "four neighbouring elements (tl.join the four, then reshape). With tl.rand "
+               "four neighbouring elements (tl.join(tl.join(r0, r2), tl.join(r1, r3)) reshaped to the block: "
+               "element 4j + k takes number k of call j). With tl.rand "
                "per element the kernel is limited by its integer arithmetic, not by memory. Multiply by a scale "
                "computed once (1 / (1 - p)) rather than dividing per element.",
     hint="keep an element where tl.rand(seed, offset) >= p, with offset its index in the whole tensor; write "
