@@ -221,9 +221,20 @@ def _rows_of_heads(ptr, BH, N, HEAD_DIM: tl.constexpr, ROWS: tl.constexpr):
 
 
 @triton.jit
+def _softmax_step(qk, m_i, l_i, acc, qk_scale):
+    """Unscaled scores qk of one key block into the running (m, l) and the rescaled acc, in log2 units
+    (exp2), the scale folded into the subtraction: one multiply-add per score. Returns P too. Masked
+    scores are -inf, and stay so once scaled."""
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    return p, m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None]
+
+
+@triton.jit
 def _attend_tma(acc, l_i, m_i, q, k_desc, v_desc, bh, start_n, offs_m, N, qk_scale,
                 MASK: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
-    """Fold the key block at start_n into the running (acc, l, m); scores in log2 units (exp2)."""
+    """Fold the key block at start_n into the running (acc, l, m)."""
     k = k_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
     qk = tl.dot(q, k.T)
     if MASK:
@@ -231,18 +242,11 @@ def _attend_tma(acc, l_i, m_i, q, k_desc, v_desc, bh, start_n, offs_m, N, qk_sca
         keep = cols[None, :] < N
         if CAUSAL:
             keep = keep & (offs_m[:, None] >= cols[None, :])
-        qk = tl.where(keep, qk * qk_scale, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.math.exp2(qk - m_new[:, None])
-    else:
-        # the scale folded into the subtraction: one multiply-add per score
-        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-    alpha = tl.math.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, 1)
+        qk = tl.where(keep, qk, -float("inf"))
+    p, m_i, l_i, acc = _softmax_step(qk, m_i, l_i, acc, qk_scale)
     v = v_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-    return acc, l_i, m_new
+    acc = tl.dot(p.to(v.dtype), v, acc)
+    return acc, l_i, m_i
 
 
 @triton.jit
@@ -305,15 +309,6 @@ def attention_tma(q, k, v, causal: bool = False, config: tuple | None = None,
 
 ATTENTION_HALVES_GPU = {64: (64, 128, 4, 2), 128: (64, 64, 4, 2)}   # head dim -> (HALF, BLOCK_N, warps, stages)
 ATTENTION_HALVES_CPU = (16, 16, 4, 1)
-
-
-@triton.jit
-def _softmax_step(qk, m_i, l_i, acc, qk_scale):
-    """Scores of one key block into a half's running (m, l) and rescaled acc; returns P too."""
-    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-    alpha = tl.math.exp2(m_i - m_new)
-    return p, m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None]
 
 
 @triton.jit

@@ -111,7 +111,7 @@ def speed_table(speed_rows, repeats: int, slow_repeats: int) -> list:
 
 
 def write_report(repeats: int, slow_repeats: int, out: Path, log=print, days=(), figures: Path | None = None,
-                 exercises=()) -> int:
+                 keys=()) -> int:
     """Measure and write the report to `out`; with `figures`, also the references' figures on this card
     (grader/exercises/measured_figures.py, which speed feedback shows beside a student's)."""
     import torch
@@ -123,7 +123,7 @@ def write_report(repeats: int, slow_repeats: int, out: Path, log=print, days=(),
     if not dev.is_gpu:
         log("bench needs a CUDA GPU: the speed of the reference solutions is measured there.")
         return 2
-    speed_rows, prediction_rows, backend_lines = measure(repeats, slow_repeats, log, days, keys=exercises)
+    speed_rows, prediction_rows, backend_lines = measure(repeats, slow_repeats, log, days, keys)
     if figures is not None and speed_rows:
         from grader.exercises import measured_figures, reference_figures
         when = f"{datetime.date.today().isoformat()}, torch {dev.torch_version}, triton {dev.triton_version}"
@@ -151,7 +151,7 @@ def write_report(repeats: int, slow_repeats: int, out: Path, log=print, days=(),
         f"ratio and the credit it would get. Memory-bound exercises are compared with the measured copy "
         f"bandwidth, matrix products with the card's dense 16-bit datasheet peak. Where peak memory is "
         f"graded too, a run counts as below target when either figure is; the score is the lower credit."
-        + (f" Days: {', '.join(days)}." if days else "") + (f" Exercises: {', '.join(exercises)}." if exercises else ""),
+        + (f" Days: {', '.join(days)}." if days else "") + (f" Exercises: {', '.join(keys)}." if keys else ""),
         "",
     ] + speed_table(speed_rows, repeats, slow_repeats)
     all_pass = all(r.credit >= 1 for _, results, _ in speed_rows for r in results)

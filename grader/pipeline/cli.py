@@ -92,7 +92,7 @@ def bench(repeats: int, slow_repeats: int, out: Path, days=(), figures: Path | N
               f"{' in ' + ', '.join(days) if days else ''} (the exercises: {', '.join(sorted(known))})",
               file=sys.stderr)
         return 2
-    return benchmark_report.write_report(repeats, slow_repeats, out, days=days, figures=figures, exercises=exercises)
+    return benchmark_report.write_report(repeats, slow_repeats, out, days=days, figures=figures, keys=exercises)
 
 
 def course_run(days: list, lectures: bool, autograde_: bool, out: Path | None, cell_timeout: float) -> int:

@@ -798,8 +798,9 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
         if state is None:
             return original(self, *args, **kwargs)
         record, watcher = state.record, state.watcher
-        if entry and _subclassed_launcher(self):
-            record.torch_ops.append(f"a subclass of Triton's {_subclassed_launcher(self)} "
+        subclassed = _subclassed_launcher(self) if entry else None
+        if subclassed:
+            record.torch_ops.append(f"a subclass of Triton's {subclassed} "
                                     f"({type(self).__name__}: its methods run inside Triton, where the grader "
                                     f"does not watch them)")
         if entry:        # also inside Triton: an autotune config's or a heuristic's values arrive here
