@@ -454,3 +454,101 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     return out
 '''
 
+
+
+# 8. Autotuning and heuristics. Triton's autotuner and heuristics call methods of what they are given inside
+# their own run, which is Triton's work and not watched: a cheat's own class there computes unseen. Each
+# cheat launches a kernel that writes nothing useful, while its class's method writes torch's softmax into
+# the output handed over in STASH.
+_SOFTMAX_BY_TORCH = "STASH[1].copy_(torch.softmax(STASH[0].float(), dim=-1).to(STASH[1].dtype))"
+
+
+def _autotuned_token(decorator: str, classes: str) -> str:
+    return classes + f'''
+STASH = []
+
+
+{decorator}
+@triton.jit
+def token_kernel(x_ptr, s_ptr, n_cols, x_stride, s_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    tl.store(s_ptr + row * s_stride + cols, tl.load(x_ptr + row * x_stride + cols, mask=mask) * 0, mask=mask)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y, scratch = torch.empty_like(x), torch.empty_like(x)
+    STASH[:] = [x, y]
+    token_kernel[(x.shape[0],)](x, scratch, x.shape[1], x.stride(0), scratch.stride(0))
+    return y
+'''
+
+
+_TWO_CONFIGS = "[{0}({1}BLOCK_SIZE=1024{2}, num_warps=4), {0}({1}BLOCK_SIZE=1024{2}, num_warps=8)]"
+CONFIG_SUBCLASS = _autotuned_token(
+    f'@triton.autotune(configs={_TWO_CONFIGS.format("MyConfig", "dict(", ")")}, key=["n_cols"])', f'''
+class MyConfig(triton.Config):
+    def all_kwargs(self):
+        if STASH:
+            {_SOFTMAX_BY_TORCH}
+        return super().all_kwargs()
+''')
+CONFIG_VALUES_DICT_SUBCLASS = _autotuned_token(
+    f'@triton.autotune(configs={_TWO_CONFIGS.format("triton.Config", "Meta(", ")")}, key=["n_cols"])', f'''
+class Meta(dict):
+    def __iter__(self):
+        return iter(list(dict.keys(self)))
+
+    def keys(self):
+        if STASH:
+            {_SOFTMAX_BY_TORCH}
+        return dict.keys(self)
+''')
+KEYS_LIST_SUBCLASS = _autotuned_token(
+    f'@triton.autotune(configs={_TWO_CONFIGS.format("triton.Config", "dict(", ")")}, key=Keys(["n_cols"]))', f'''
+class Keys(list):
+    def __iter__(self):
+        if STASH:
+            {_SOFTMAX_BY_TORCH}
+        return iter(list.copy(self))
+''')
+HEURISTICS_DICT_SUBCLASS = _autotuned_token('@triton.heuristics(Rules(BLOCK_SIZE=lambda args: 1024))', f'''
+class Rules(dict):
+    def items(self):
+        if STASH:
+            {_SOFTMAX_BY_TORCH}
+        return dict.items(self)
+''')
+
+# Honest: Triton's own autotuning idioms, with pruning in plain Python and a heuristic for the block size.
+AUTOTUNED_AND_PRUNED = '''
+def prune(configs, named_args, **kwargs):
+    return [c for c in configs if c.kwargs["BLOCK_SIZE"] >= min(named_args["n_cols"], 1024)] or configs
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": b}, num_warps=w) for b, w in ((256, 4), (1024, 8))],
+                 key=["n_cols"], prune_configs_by={"early_config_prune": prune})
+@triton.heuristics({"ONE_BLOCK": lambda args: args["n_cols"] <= args["BLOCK_SIZE"]})
+@triton.jit
+def softmax_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr, ONE_BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_SIZE)
+    m = tl.full((), -float("inf"), tl.float32)
+    d = tl.full((), 0.0, tl.float32)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        v = tl.load(x_ptr + row * x_stride + start + offs, mask=start + offs < n_cols, other=-float("inf"))
+        m_new = tl.maximum(m, tl.max(v.to(tl.float32), axis=0))
+        d = d * tl.exp(m - m_new) + tl.sum(tl.exp(v.to(tl.float32) - m_new), axis=0)
+        m = m_new
+    for start in range(0, n_cols, BLOCK_SIZE):
+        mask = start + offs < n_cols
+        v = tl.load(x_ptr + row * x_stride + start + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        tl.store(out_ptr + row * out_stride + start + offs, (tl.exp(v - m) / d).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    softmax_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0))
+    return y
+'''

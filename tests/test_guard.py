@@ -631,23 +631,60 @@ def test_guard_bytes_of_launches_inside_an_autotuner_are_looked_at_once_it_retur
     assert record.launches == 21
 
 
-def test_a_subclass_of_tritons_autotuner_is_refused():
-    # Autotuner.run is Triton's own work, unwatched inside: a red team's subclass computed the softmax with
-    # torch in its prune_configs and got full marks on the CPU. A plain autotuned kernel still passes.
+class _Values(dict):
+    """A dict whose methods a cheat could override: Triton's autotuner calls keys(), items(), ..."""
+
+
+class _Names(list):
+    """A list whose __iter__ a cheat could override: the autotuner iterates its keys on every call."""
+
+
+def _launchers():
+    """(what it is, a launcher of kernels.add_kernel, the launch's extra arguments, refused?): Triton's own
+    types pass; a student's subclass of anything Triton's autotuner or heuristics call methods of inside
+    their run, where the grader does not watch, is refused. A red team computed the softmax with torch
+    in a subclass of each (prune_configs, Config.all_kwargs, dict.keys, dict.items, list.__iter__)."""
     import triton
     from triton.runtime.autotuner import Autotuner
-    x = torch.randn(300, device=DEVICE.torch_device)
-    y = torch.randn(300, device=DEVICE.torch_device)
-    plain = triton.autotune(configs=[triton.Config({}, num_warps=4)], key=["n"])(kernels.add_kernel)
+
+    def tuned(configs, key=("n",), **options):
+        return triton.autotune(configs=configs, key=list(key) if type(key) is tuple else key, **options)(
+            kernels.add_kernel)
 
     class Sneaky(Autotuner):
-        def prune_configs(self, *args, **kwargs):
-            torch.softmax(x, 0)
-            return super().prune_configs(*args, **kwargs)
-    sneaky = triton.autotune(configs=[triton.Config({}, num_warps=4)], key=["n"])(kernels.add_kernel)
-    sneaky.__class__ = Sneaky   # (Autotuner's constructor differs between Triton versions)
-    for launcher, refused in ((plain, False), (sneaky, True)):
-        out = torch.empty_like(x)
-        with watch() as record:
-            launcher[(triton.cdiv(300, 128),)](x, y, out, 300, BLOCK=128)
-        assert any("subclass of Triton's Autotuner" in op for op in record.forbidden()) == refused, record.forbidden()
+        pass
+    subclassed = tuned([triton.Config({}, num_warps=4)])
+    subclassed.__class__ = Sneaky   # (Autotuner's constructor differs between Triton versions)
+
+    class MyConfig(triton.Config):
+        pass
+    return [
+        ("a plain autotuned kernel", tuned([triton.Config({}, num_warps=4), triton.Config({}, num_warps=8)]),
+         {"BLOCK": 128}, False),
+        ("a config with a pre_hook, reset_to_zero and pruning",
+         tuned([triton.Config({}, num_warps=4, pre_hook=lambda nargs: nargs["out_ptr"].zero_())],
+               reset_to_zero=["out_ptr"], prune_configs_by={"early_config_prune": lambda configs, named, **kw: configs}),
+         {"BLOCK": 128}, False),
+        ("a plain heuristic", triton.heuristics({"BLOCK": lambda args: 128})(kernels.add_kernel), {}, False),
+        ("a subclass of Autotuner", subclassed, {"BLOCK": 128}, True),
+        ("a subclass of Config", tuned([MyConfig({}, num_warps=4)]), {"BLOCK": 128}, True),
+        ("a config's values in a dict subclass", tuned([triton.Config(_Values(), num_warps=4)]), {"BLOCK": 128}, True),
+        ("the keys in a list subclass", tuned([triton.Config({}, num_warps=4)], key=_Names(["n"])), {"BLOCK": 128}, True),
+        ("a heuristic's values in a dict subclass",
+         triton.heuristics(_Values(BLOCK=lambda args: 128))(kernels.add_kernel), {}, True),
+    ]
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_a_students_own_class_inside_tritons_autotuning_is_refused_and_tritons_own_types_pass(case):
+    import triton
+    what, launcher, extra, refused = _launchers()[case]
+    x = torch.randn(300, device=DEVICE.torch_device)
+    y = torch.randn(300, device=DEVICE.torch_device)
+    out = torch.empty_like(x)
+    with watch() as record:
+        launcher[(triton.cdiv(300, 128),)](x, y, out, 300, **extra)
+    said = [op for op in record.forbidden() if "Triton calls its methods inside its own work" in op]
+    assert bool(said) == refused, (what, record.forbidden())
+    if not refused:
+        torch.testing.assert_close(out, x + y)

@@ -3,9 +3,11 @@ as students may edit it), collected, sanitized, autograded in the sandboxed batc
 scored by nbgrader, once for the module.
 
 Honest variants (Triton's fused-softmax tutorial's manner, Liger-Kernel's looped online softmax, exp2 with
-several rows per program) must get the 3 correctness points; cheats (PyTorch computing beside a launch, the
-grader's functions called or patched from the answer cell, the grader's figures and exercise data written
-from it, NumPy computing inside the interpreted kernel) must get 0, or be refused with the rule they broke.
+several rows per program, Triton's autotuning with pruning and a heuristic) must get the 3 correctness
+points; cheats (PyTorch computing beside a launch, PyTorch in a class of the answer's own that Triton's
+autotuner or heuristics call into, the grader's functions called or patched from the answer cell, the
+grader's figures and exercise data written from it, NumPy computing inside the interpreted kernel) must
+get 0, or be refused with the rule they broke.
 Without a GPU the speed cell scores 0 for everyone and says that it needs a CUDA GPU.
 """
 from __future__ import annotations
@@ -40,6 +42,11 @@ CLASS = {
                                 "measured/reference figures and day2's reference rewritten from the cell"),
     "cheat_numpy_in_kernel": (answers.NUMPY_IN_THE_INTERPRETER, 0,
                               "NumPy computes the softmax inside the interpreted kernel's body"),
+    "honest_autotuned": (answers.AUTOTUNED_AND_PRUNED, 3, "triton.autotune, prune_configs_by and a heuristic"),
+    "cheat_config_subclass": (answers.CONFIG_SUBCLASS, 0, "torch in a triton.Config subclass's all_kwargs"),
+    "cheat_config_values": (answers.CONFIG_VALUES_DICT_SUBCLASS, 0, "torch in a config values dict's keys()"),
+    "cheat_autotune_keys": (answers.KEYS_LIST_SUBCLASS, 0, "torch in the autotune key list's __iter__"),
+    "cheat_heuristics_dict": (answers.HEURISTICS_DICT_SUBCLASS, 0, "torch in the heuristics dict's items()"),
 }
 # What the submission rules refuse (the cell is not run; its feedback names the rule)
 REFUSED = {"cheat_patches_the_grader": "assigns grader.check",

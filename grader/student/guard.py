@@ -659,9 +659,9 @@ def _hooks_watched(launcher, watcher):
         value = launcher.__dict__.get(name) if hasattr(launcher, "__dict__") else None
         if callable(value) and not isinstance(value, _StudentCode) and not _is_trusted(value):
             swap(launcher, name, _StudentCode(value, watcher))
-    values = getattr(launcher, "values", None)        # a Heuristics'
+    values = getattr(launcher, "values", None)        # a Heuristics' (dict.items: not a subclass's own)
     if isinstance(values, dict):
-        swap(launcher, "values", {k: _StudentCode(v, watcher) if callable(v) else v for k, v in values.items()})
+        swap(launcher, "values", {k: _StudentCode(v, watcher) if callable(v) else v for k, v in dict.items(values)})
     # The allocator set by triton.set_allocator: Triton calls it inside the launch, for the global memory
     # a kernel with tensor descriptors made in the kernel needs. It is the notebook's code: PyTorch may
     # allocate there, as anywhere, but what it computes is watched. (A module global before Triton 3.4,
@@ -798,11 +798,10 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
         if state is None:
             return original(self, *args, **kwargs)
         record, watcher = state.record, state.watcher
-        subclassed = _subclassed_launcher(self) if entry else None
-        if subclassed:
-            record.torch_ops.append(f"a subclass of Triton's {subclassed} "
-                                    f"({type(self).__name__}: its methods run inside Triton, where the grader "
-                                    f"does not watch them)")
+        foreign = _students_objects_in(self) if entry else None
+        if foreign:
+            record.torch_ops.append(f"{foreign}: Triton calls its methods inside its own work, where the grader "
+                                    f"does not watch them (use Triton's and Python's own types)")
         if entry:        # also inside Triton: an autotune config's or a heuristic's values arrive here
             for name in _odd_arguments(args, kwargs):
                 record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
@@ -865,14 +864,44 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
     return run
 
 
-def _subclassed_launcher(launcher) -> str | None:
-    """The Triton class a student's subclass of Autotuner or Heuristics derives from, else None. Their
-    run() counts as Triton's own work, and a method the subclass overrides (prune_configs, say) would run
-    there unwatched: a red team's prune_configs computed the softmax with torch and got full marks."""
+# What an autotuner's configs and a heuristic's values may hold: numbers, flags, names, Triton's dtypes.
+_PLAIN_VALUES = (int, float, bool, str, type(None))
+
+
+def _students_objects_in(launcher) -> str | None:
+    """An object of the student's own class that Triton's autotuner or heuristics would call methods of
+    inside their run, which counts as Triton's work and is not watched; None when there is none. A red
+    team computed the softmax with torch in each of: a subclass of Autotuner (prune_configs), of Config
+    (all_kwargs), of the dict of a config's values (keys) or of a heuristic's (items), of the list of
+    autotune keys (__iter__). So each must be Triton's or Python's own type, exactly."""
+    import triton.language as tl
     import triton.runtime.autotuner as at
     for base in (at.Autotuner, at.Heuristics):
         if isinstance(launcher, base) and type(launcher) is not base:
-            return base.__name__
+            return f"a subclass of Triton's {base.__name__} ({type(launcher).__name__})"
+    plain = _PLAIN_VALUES + (tl.constexpr, tl.dtype)
+    state = getattr(launcher, "__dict__", {})
+    if isinstance(launcher, at.Autotuner):
+        configs = state.get("configs")
+        if type(configs) not in (list, tuple):
+            return f"autotune configs in a {type(configs).__name__}, not a list"
+        for config in configs:
+            if type(config) is not at.Config:
+                return f"an autotune config of class {type(config).__name__}, not triton.Config"
+            values = config.__dict__.get("kwargs")
+            if type(values) is not dict or any(type(k) is not str or type(v) not in plain
+                                               for k, v in dict.items(values)):
+                return "an autotune config whose values are not a dict of names to numbers, flags or strings"
+            if any(type(v) not in plain for k, v in config.__dict__.items() if k not in ("kwargs", "pre_hook")):
+                return "an autotune config with a setting that is not a number"
+        for name in ("keys", "reset_to_zero", "restore_value"):
+            names = state.get(name)
+            if names is not None and (type(names) not in (list, tuple) or any(type(n) is not str for n in names)):
+                return f"autotune {name} that are not a list of argument names"
+    if isinstance(launcher, at.Heuristics):
+        values = state.get("values")
+        if type(values) is not dict or any(type(k) is not str for k in dict.keys(values)):
+            return "heuristics that are not a dict of names to functions"
     return None
 
 
