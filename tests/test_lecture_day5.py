@@ -37,6 +37,17 @@ def test_the_two_stage_sum_gives_the_same_bits_every_time():
     assert L.distinct_results(lambda: L.column_sums(x, "two stages", row_programs=32, block_n=64), runs=3) == 1
 
 
+def test_the_last_program_adds_the_partial_rows_as_the_second_stage_does_bit_for_bit():
+    # The same bands and the same order of additions: the same bits, on every run. A last program that
+    # missed a band's row (read before it was written, or from a stale cache) or added in another order
+    # would differ. On a GPU thousands of programs race to be last.
+    rows, cols, bands = (16384, 4096, 512) if DEVICE.is_gpu else (300, 130, 16)
+    x = torch.randn(rows, cols, device=DEVICE.torch_device)
+    two_stages = L.column_sums(x, "two stages", row_programs=bands, block_n=128)
+    for _ in range(20 if DEVICE.is_gpu else 2):
+        assert torch.equal(L.column_sums(x, "last program", row_programs=bands, block_n=128), two_stages)
+
+
 def test_the_same_float32_numbers_added_in_other_orders_round_differently():
     values = np.random.default_rng(1).standard_normal(10_000).astype(np.float32) * 1000
     sums = L.sums_in_random_orders(values, orders=20)
@@ -346,3 +357,20 @@ def test_recomputation_keeps_the_gradients_and_saves_less():
             torch.testing.assert_close(g, r, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="recompute"):
         L.block_stack(x, layers, "some")
+
+
+def test_the_last_program_pattern_compiles_to_a_barrier_an_acq_rel_atomic_and_l2_loads():
+    # What the GPU is told, read in the PTX for an H100 or H200 (compiled here without a GPU): every thread's
+    # stores ordered before the count (bar.sync), the count with release and acquire semantics, and the
+    # partial rows read from L2 (.cg) by the last program.
+    from grader.lectures.day2 import compile_for_gpu
+    x = torch.zeros(64, 64)
+    partial, sums, arrived = torch.zeros(4, 64), torch.zeros(64), torch.zeros(1, dtype=torch.int32)
+    result = compile_for_gpu(L.column_sums_kernel, x, partial, 64, 64, 64, 16, sums, arrived,
+                             BLOCK_N=64, ATOMIC=False, LAST_ADDS=True)
+    assert result["ok"], result["error"]
+    lines = result["ptx"].splitlines()
+    atomic = next(i for i, line in enumerate(lines) if "atom." in line)
+    assert "acq_rel" in lines[atomic] and ".gpu" in lines[atomic]
+    assert any("bar.sync" in line for line in lines[:atomic])
+    assert any("ld.global.cg" in line for line in lines[atomic:])

@@ -14,14 +14,16 @@ import torch
 import triton
 import triton.language as tl
 
-METHODS = ("atomics", "two stages", "one pass")
+METHODS = ("atomics", "two stages", "last program", "one pass")
 
 
 @triton.jit
-def column_sums_kernel(x_ptr, out_ptr, n_rows, n_cols, stride_row, rows_per_program,
-                       BLOCK_N: tl.constexpr, ATOMIC: tl.constexpr):
+def column_sums_kernel(x_ptr, out_ptr, n_rows, n_cols, stride_row, rows_per_program, sums_ptr, arrived_ptr,
+                       BLOCK_N: tl.constexpr, ATOMIC: tl.constexpr, LAST_ADDS: tl.constexpr):
     """Program (i, j) adds up rows [i * rows_per_program, (i + 1) * rows_per_program) of columns block j
-    in float32, then adds its partial sums into `out` (ATOMIC) or stores them as row i of `out`."""
+    in float32, then adds its partial sums into `out` (ATOMIC) or stores them as row i of `out`. With
+    LAST_ADDS, the last program of column block j to finish adds up all the partial rows of that block
+    into `sums`, in a fixed order: the two stages in one launch."""
     pid_m = tl.program_id(0)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = cols < n_cols
@@ -33,6 +35,18 @@ def column_sums_kernel(x_ptr, out_ptr, n_rows, n_cols, stride_row, rows_per_prog
         tl.atomic_add(out_ptr + cols, acc, mask=mask)
     else:
         tl.store(out_ptr + pid_m * n_cols + cols, acc, mask=mask)
+    if LAST_ADDS:
+        # Every thread of the program has stored its part of the row (the barrier); then one atomic counts
+        # the program in. Its release makes those stores visible before the count goes up, its acquire
+        # lets the program that brings the count to the last value see every other program's rows.
+        tl.debug_barrier()
+        arrived = tl.atomic_add(arrived_ptr + tl.program_id(1), 1, sem="acq_rel")
+        if arrived == tl.num_programs(0) - 1:
+            total = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for i in range(0, tl.num_programs(0)):       # rows 0, 1, 2, ...: the same order every time
+                # .cg: read from L2, where the other SMs' stores are, not from this SM's own cache
+                total += tl.load(out_ptr + i * n_cols + cols, mask=mask, other=0.0, cache_modifier=".cg")
+            tl.store(sums_ptr + cols, total, mask=mask)
 
 
 def column_sums(x: torch.Tensor, method: str = "two stages", row_programs: int = 64,
@@ -50,18 +64,24 @@ def column_sums(x: torch.Tensor, method: str = "two stages", row_programs: int =
     col_blocks = triton.cdiv(n_cols, block_n)
     if method == "atomics":
         out = torch.zeros(n_cols, dtype=torch.float32, device=x.device)   # every program adds into it
-        column_sums_kernel[(programs, col_blocks)](x, out, n_rows, n_cols, x.stride(0), rows_per_program,
-                                                   BLOCK_N=block_n, ATOMIC=True)
+        column_sums_kernel[(programs, col_blocks)](x, out, n_rows, n_cols, x.stride(0), rows_per_program, out, out,
+                                                   BLOCK_N=block_n, ATOMIC=True, LAST_ADDS=False)
         return out
     partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
+    if method == "last program":
+        sums = torch.empty(n_cols, dtype=torch.float32, device=x.device)
+        arrived = torch.zeros(col_blocks, dtype=torch.int32, device=x.device)   # a counter per column block
+        column_sums_kernel[(programs, col_blocks)](x, partial, n_rows, n_cols, x.stride(0), rows_per_program,
+                                                   sums, arrived, BLOCK_N=block_n, ATOMIC=False, LAST_ADDS=True)
+        return sums
     column_sums_kernel[(programs, col_blocks)](x, partial, n_rows, n_cols, x.stride(0), rows_per_program,
-                                               BLOCK_N=block_n, ATOMIC=False)
+                                               partial, partial, BLOCK_N=block_n, ATOMIC=False, LAST_ADDS=False)
     if programs == 1:
         return partial[0]
     out = torch.empty(1, n_cols, dtype=torch.float32, device=x.device)
     # The second stage: one program per block of columns adds up the few partial rows, in a fixed order.
-    column_sums_kernel[(1, col_blocks)](partial, out, programs, n_cols, n_cols, programs,
-                                        BLOCK_N=block_n, ATOMIC=False)
+    column_sums_kernel[(1, col_blocks)](partial, out, programs, n_cols, n_cols, programs, out, out,
+                                        BLOCK_N=block_n, ATOMIC=False, LAST_ADDS=False)
     return out[0]
 
 
