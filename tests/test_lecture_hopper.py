@@ -87,20 +87,38 @@ def test_the_tma_attention_matches_the_textbook_on_ragged_sizes(shape, causal, w
 
 
 @needs_descriptors
-@pytest.mark.parametrize("shape", [(1, 2, 32, 16), (2, 1, 64, 32), (1, 1, 96, 64)])
-def test_the_two_halves_attention_matches_the_textbook(shape):
-    # Several program rows and heads: each half keeps its own running maximum and sum.
-    q, k, v = (_randn(*shape) for _ in range(3))
-    got = H.attention_halves(q, k, v)
-    torch.testing.assert_close(got, _attention64(q, k, v, False), **({"rtol": 2e-2, "atol": 2e-2} if DEVICE.is_gpu else {}))
+@pytest.mark.parametrize("shape", [(1, 1, 1, 16), (2, 3, 37, 16), (1, 2, 64, 32), (1, 1, 70, 64)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("layout", ["contiguous", "parts of one projection"])
+def test_the_two_halves_attention_matches_the_textbook(shape, causal, layout):
+    # N of 1, 37 and 70 end in a ragged block, and with 37 the second half starts past N; several heads
+    # and batches: each half keeps its own running maximum and sum, and no block reads the next head's
+    # rows. The projection's parts are views with a row stride of 3 heads x d (Day 4's block).
+    b, h, n, d = shape
+    if layout == "contiguous":
+        q, k, v = (_randn(*shape) for _ in range(3))
+    else:
+        q, k, v = _randn(b, n, 3, h, d).permute(2, 0, 3, 1, 4)
+    got = H.attention_halves(q, k, v, causal)
+    torch.testing.assert_close(got, _attention64(q, k, v, causal), **({"rtol": 2e-2, "atol": 2e-2} if DEVICE.is_gpu else {}))
+    if n > 1:   # the check can fail: the other masking is another result
+        assert not torch.allclose(got, _attention64(q, k, v, not causal), atol=1e-3)
+    out = torch.empty(b, n, h, d, device=q.device, dtype=q.dtype)     # heads side by side (merge_heads)
+    H.attention_halves(q, k, v, causal, out=out.transpose(1, 2))
+    torch.testing.assert_close(out.transpose(1, 2), got, rtol=0, atol=0)
 
 
-def test_the_two_halves_attention_refuses_what_it_does_not_handle():
+def test_the_two_halves_attention_refuses_what_tma_cannot_move():
     q = torch.zeros(1, 1, 40, 16)
-    with pytest.raises(ValueError, match="multiple of 32"):
-        H.attention_halves(q, q, q, (16, 16, 4, 1))
     with pytest.raises(ValueError, match="head dim"):
         H.attention_halves(torch.zeros(1, 1, 32, 24), q, q)
+    rows_18_apart = torch.zeros(1, 1, 40, 18)[..., :16]         # 72 bytes between rows: not a multiple of 16
+    with pytest.raises(ValueError, match="k: .* multiples of 16 bytes"):
+        H.attention_halves(q, rows_18_apart, q)
+    with pytest.raises(ValueError, match="v: .* contiguous head dim"):
+        H.attention_halves(q, q, torch.zeros(1, 1, 16, 40).transpose(-1, -2))
+    with pytest.raises(ValueError, match="out: "):
+        H.attention_halves(q, q, q, out=torch.zeros(1, 1, 40, 32))
 
 
 @on_cpu_only
@@ -116,9 +134,9 @@ def test_the_lectures_kernels_compile_for_the_grading_gpu():
         q = torch.randn(1, 1, 8, 64)
         for config, causal, ws in [((128, 64, 8, 3), False, False), ((128, 128, 8, 2), True, True)]:
             H.attention_tma(q, q, q, causal, config, ws)
-        q = torch.randn(1, 1, 128, 64)
-        for config in [(64, 64, 4, 2), (64, 128, 4, 2)]:
-            H.attention_halves(q, q, q, config)
+        q = torch.randn(1, 1, 100, 64)
+        for config, causal in [((64, 64, 4, 2), False), ((64, 128, 4, 2), True)]:
+            H.attention_halves(q, q, q, causal, config)
     judged, failures, _ = gpu_compile.check(launches)
     assert judged > 0, "nothing could be compiled"
     assert [f for f in failures if f[1] in gpu_compile.GRADING_TARGETS] == [], failures

@@ -303,65 +303,118 @@ def attention_tma(q, k, v, causal: bool = False, config: tuple | None = None,
 # them, runs the softmax, then asks for P @ V: the tensor cores idle during every softmax. Here a program
 # holds two blocks of queries (halves) and asks for both halves' scores before either softmax, so that the
 # first half's softmax runs while the second half's product is computed, and the second's while the
-# first half's P @ V is (the overlap FlashAttention-3 builds with two warp groups taking turns). Measured
-# on an H200 (docs/benchmarks.md): 545 TFLOP/s at head dim 128 against 464 for one block, cuDNN's 664.
-# Kept to the case it was measured on: not causal, N a whole number of blocks.
+# first half's P @ V is (the overlap FlashAttention-3 builds with two warp groups taking turns). It takes
+# Day 4's whole interface: (batch, heads, N, d) views with any strides but a contiguous head dim (the
+# parts of one QKV projection, say), causal or not, any N. Its descriptors are 4-D, over the views
+# themselves: rows past N load as zeros and stores past N are dropped, and the one or two key blocks that
+# need a mask (the diagonal, a ragged end) come after the unmasked loop. Measured on an H200
+# (docs/benchmarks.md): 520 TFLOP/s at Day 4's graded shape (head dim 128, not causal) against 478 for
+# Day 4's one-block reference and cuDNN's 667; level with the reference when causal, and slower for the
+# transformer block's causal head dim 64.
 
 ATTENTION_HALVES_GPU = {64: (64, 128, 4, 2), 128: (64, 64, 4, 2)}   # head dim -> (HALF, BLOCK_N, warps, stages)
 ATTENTION_HALVES_CPU = (16, 16, 4, 1)
 
 
 @triton.jit
-def attention_halves_kernel(q_ptr, k_ptr, v_ptr, o_ptr, BH, N, qk_scale, HEAD_DIM: tl.constexpr,
-                            HALF: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Attention (not causal) of contiguous (batch, heads, N, d) tensors, N a multiple of BLOCK_N and of
-    2 * HALF: one program per (two blocks of HALF queries, batch * head)."""
-    start_m = tl.program_id(0) * 2 * HALF
+def _heads(ptr, B, H, N, stride_b, stride_h, stride_n, HEAD_DIM: tl.constexpr, ROWS: tl.constexpr):
+    """A descriptor over a (batch, heads, N, d) view with these strides (the head dim contiguous), moving
+    ROWS rows of one head at a time."""
+    return tl.make_tensor_descriptor(ptr, shape=[B, H, N, HEAD_DIM], strides=[stride_b, stride_h, stride_n, 1],
+                                     block_shape=[1, 1, ROWS, HEAD_DIM])
+
+
+@triton.jit
+def _attend_halves(a0, l0, m0, a1, l1, m1, q0, q1, k_desc, v_desc, b, h, start_n, offs_m0, N, qk_scale,
+                   MASK: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                   HALF: tl.constexpr):
+    """Fold the key block at start_n into both halves' running (acc, l, m): both halves' scores first."""
+    k = k_desc.load([b, h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+    qk0 = tl.dot(q0, k.T)
+    qk1 = tl.dot(q1, k.T)
+    v = v_desc.load([b, h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+    if MASK:
+        cols = start_n + tl.arange(0, BLOCK_N)
+        keep0 = cols[None, :] < N
+        keep1 = keep0
+        if CAUSAL:
+            keep0 = keep0 & (offs_m0[:, None] >= cols[None, :])
+            keep1 = keep1 & (offs_m0[:, None] + HALF >= cols[None, :])
+        qk0 = tl.where(keep0, qk0, -float("inf"))
+        qk1 = tl.where(keep1, qk1, -float("inf"))
+    p0, m0, l0, a0 = _softmax_step(qk0, m0, l0, a0, qk_scale)    # while qk1 is still computed
+    a0 = tl.dot(p0.to(v.dtype), v, a0)
+    p1, m1, l1, a1 = _softmax_step(qk1, m1, l1, a1, qk_scale)    # while P0 @ V is
+    a1 = tl.dot(p1.to(v.dtype), v, a1)
+    return a0, l0, m0, a1, l1, m1
+
+
+@triton.jit
+def attention_halves_kernel(q_ptr, k_ptr, v_ptr, o_ptr, B, H, N, qk_scale,
+                            stride_qb, stride_qh, stride_qn, stride_kb, stride_kh, stride_kn,
+                            stride_vb, stride_vh, stride_vn, stride_ob, stride_oh, stride_on,
+                            CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, HALF: tl.constexpr,
+                            BLOCK_N: tl.constexpr):
+    """One program per (two blocks of HALF queries, batch * head); the last query blocks (the most keys,
+    when causal) first."""
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * 2 * HALF
     bh = tl.program_id(1)
-    q_desc = _rows_of_heads(q_ptr, BH, N, HEAD_DIM, HALF)
-    k_desc = _rows_of_heads(k_ptr, BH, N, HEAD_DIM, BLOCK_N)
-    v_desc = _rows_of_heads(v_ptr, BH, N, HEAD_DIM, BLOCK_N)
-    o_desc = _rows_of_heads(o_ptr, BH, N, HEAD_DIM, HALF)
-    q0 = q_desc.load([bh, start_m, 0]).reshape(HALF, HEAD_DIM)
-    q1 = q_desc.load([bh, start_m + HALF, 0]).reshape(HALF, HEAD_DIM)
+    b = bh // H
+    h = bh % H
+    q_desc = _heads(q_ptr, B, H, N, stride_qb, stride_qh, stride_qn, HEAD_DIM, HALF)
+    k_desc = _heads(k_ptr, B, H, N, stride_kb, stride_kh, stride_kn, HEAD_DIM, BLOCK_N)
+    v_desc = _heads(v_ptr, B, H, N, stride_vb, stride_vh, stride_vn, HEAD_DIM, BLOCK_N)
+    o_desc = _heads(o_ptr, B, H, N, stride_ob, stride_oh, stride_on, HEAD_DIM, HALF)
+    q0 = q_desc.load([b, h, start_m, 0]).reshape(HALF, HEAD_DIM)
+    q1 = q_desc.load([b, h, start_m + HALF, 0]).reshape(HALF, HEAD_DIM)
+    offs_m0 = start_m + tl.arange(0, HALF)
     m0 = tl.full([HALF], -float("inf"), tl.float32)
     l0 = tl.zeros([HALF], tl.float32)
     a0 = tl.zeros([HALF, HEAD_DIM], tl.float32)
     m1, l1, a1 = m0, l0, a0
-    for start_n in range(0, N, BLOCK_N):
-        k = k_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        qk0 = tl.dot(q0, k.T)          # both halves' scores first ...
-        qk1 = tl.dot(q1, k.T)
-        v = v_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        p0, m0, l0, a0 = _softmax_step(qk0, m0, l0, a0, qk_scale)    # ... while qk1 is still computed
-        a0 = tl.dot(p0.to(v.dtype), v, a0)
-        p1, m1, l1, a1 = _softmax_step(qk1, m1, l1, a1, qk_scale)    # ... while P0 @ V is
-        a1 = tl.dot(p1.to(v.dtype), v, a1)
-    o_desc.store([bh, start_m, 0], (a0 / l0[:, None]).to(o_ptr.dtype.element_ty).reshape(1, HALF, HEAD_DIM))
-    o_desc.store([bh, start_m + HALF, 0], (a1 / l1[:, None]).to(o_ptr.dtype.element_ty).reshape(1, HALF, HEAD_DIM))
+    # Blocks [0, unmasked) need no mask: inside N and, when causal, ending at or before the first half's
+    # first query. The rest, up to `end`, are masked.
+    unmasked = (N // BLOCK_N) * BLOCK_N
+    end = N
+    if CAUSAL:
+        unmasked = tl.minimum(unmasked, (start_m // BLOCK_N) * BLOCK_N)
+        end = tl.minimum(start_m + 2 * HALF, N)
+    for start_n in range(0, unmasked, BLOCK_N):
+        a0, l0, m0, a1, l1, m1 = _attend_halves(a0, l0, m0, a1, l1, m1, q0, q1, k_desc, v_desc, b, h, start_n,
+                                                offs_m0, N, qk_scale, False, CAUSAL, BLOCK_N, HEAD_DIM, HALF)
+    for start_n in range(unmasked, end, BLOCK_N):
+        a0, l0, m0, a1, l1, m1 = _attend_halves(a0, l0, m0, a1, l1, m1, q0, q1, k_desc, v_desc, b, h, start_n,
+                                                offs_m0, N, qk_scale, True, CAUSAL, BLOCK_N, HEAD_DIM, HALF)
+    o0 = (a0 / l0[:, None]).to(o_ptr.dtype.element_ty).reshape(1, 1, HALF, HEAD_DIM)
+    o1 = (a1 / l1[:, None]).to(o_ptr.dtype.element_ty).reshape(1, 1, HALF, HEAD_DIM)
+    o_desc.store([b, h, start_m, 0], o0)
+    o_desc.store([b, h, start_m + HALF, 0], o1)
 
 
-def attention_halves(q, k, v, config: tuple | None = None) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d)) v, not causal, for contiguous (batch, heads, N, d) q, k, v with N a
-    multiple of the block sizes (2 * HALF and BLOCK_N of `config`)."""
+def attention_halves(q, k, v, causal: bool = False, config: tuple | None = None, out=None) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v for (batch, heads, N, d) q, k, v (views with a contiguous head dim), causal
+    or not, any N, d a power of two from 16 to 128; written into `out` (a view like q's) if given. TMA needs
+    each tensor's start and strides in multiples of 16 bytes."""
     b, h, n, d = q.shape
     if d not in (16, 32, 64, 128):
         raise ValueError(f"head dim {d}: 16, 32, 64 or 128")
+    o = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
+    for name, t in (("q", q), ("k", k), ("v", v), ("out", o)):
+        if t.shape != q.shape or t.stride(-1) != 1 or t.data_ptr() % 16 or \
+                any(s * t.element_size() % 16 for s in t.stride()[:3]):
+            raise ValueError(f"{name}: a {tuple(q.shape)} tensor with a contiguous head dim, its start and strides "
+                             f"multiples of 16 bytes (TMA), not {tuple(t.shape)} with strides {t.stride()}")
     half, bn, warps, stages = config or (ATTENTION_HALVES_GPU[max(64, d)] if q.is_cuda else ATTENTION_HALVES_CPU)
-    if n % (2 * half) or n % bn:
-        raise ValueError(f"N = {n}: this kernel needs N a multiple of {2 * half} and of {bn}")
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    o = torch.empty_like(q)
-    attention_halves_kernel[(n // (2 * half), b * h)](q, k, v, o, b * h, n, 1.4426950408889634 / d ** 0.5,
-                                                      HEAD_DIM=d, HALF=half, BLOCK_N=bn,
-                                                      num_warps=warps, num_stages=stages)
+    attention_halves_kernel[(triton.cdiv(n, 2 * half), b * h)](
+        q, k, v, o, b, h, n, 1.4426950408889634 / d ** 0.5, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+        *o.stride()[:3], CAUSAL=causal, HEAD_DIM=d, HALF=half, BLOCK_N=bn, num_warps=warps, num_stages=stages)
     return o
 
 
 def attention_variants(q, k, v, causal: bool = False) -> dict:
     """Attention of q, k, v by name, each a function of no arguments: SDPA's default dispatch, its
-    FlashAttention-2 backend, the TMA kernel above in a few tile choices and, not causal, the two-halves
-    kernel (for time_side_by_side)."""
+    FlashAttention-2 backend, the TMA kernel above in a few tile choices and the two-halves kernel (for
+    time_side_by_side)."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -374,7 +427,6 @@ def attention_variants(q, k, v, causal: bool = False) -> dict:
         for ws in (False, True):
             found[f"TMA {config}{' + warp spec.' if ws else ''}"] = \
                 (lambda config=config, ws=ws: attention_tma(q, k, v, causal, config, ws))
-    if not causal:
-        for config in [(64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 3)]:
-            found[f"TMA, two halves {config}"] = lambda config=config: attention_halves(q, k, v, config)
+    for config in [(64, 64, 4, 2), (64, 128, 4, 2), (64, 128, 4, 3)]:
+        found[f"TMA, two halves {config}"] = lambda config=config: attention_halves(q, k, v, causal, config)
     return found
