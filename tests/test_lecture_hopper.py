@@ -90,21 +90,23 @@ def test_the_tma_attention_matches_the_textbook_on_ragged_sizes(shape, causal, w
 @pytest.mark.parametrize("shape", [(1, 1, 1, 16), (2, 3, 37, 16), (1, 2, 64, 32), (1, 1, 70, 64)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("layout", ["contiguous", "parts of one projection"])
-def test_the_two_halves_attention_matches_the_textbook(shape, causal, layout):
+@pytest.mark.parametrize("config", [None, (16, 32, 4, 1), (32, 16, 4, 1)])
+def test_the_two_halves_attention_matches_the_textbook(shape, causal, layout, config):
     # N of 1, 37 and 70 end in a ragged block, and with 37 the second half starts past N; several heads
     # and batches: each half keeps its own running maximum and sum, and no block reads the next head's
-    # rows. The projection's parts are views with a row stride of 3 heads x d (Day 4's block).
+    # rows. The projection's parts are views with a row stride of 3 heads x d (Day 4's block). Key blocks
+    # twice a half (head dim 64 on the GPU) and half of one move the masked blocks' boundaries.
     b, h, n, d = shape
     if layout == "contiguous":
         q, k, v = (_randn(*shape) for _ in range(3))
     else:
         q, k, v = _randn(b, n, 3, h, d).permute(2, 0, 3, 1, 4)
-    got = H.attention_halves(q, k, v, causal)
+    got = H.attention_halves(q, k, v, causal, config)
     torch.testing.assert_close(got, _attention64(q, k, v, causal), **({"rtol": 2e-2, "atol": 2e-2} if DEVICE.is_gpu else {}))
     if n > 1:   # the check can fail: the other masking is another result
         assert not torch.allclose(got, _attention64(q, k, v, not causal), atol=1e-3)
     out = torch.empty(b, n, h, d, device=q.device, dtype=q.dtype)     # heads side by side (merge_heads)
-    H.attention_halves(q, k, v, causal, out=out.transpose(1, 2))
+    H.attention_halves(q, k, v, causal, config, out=out.transpose(1, 2))
     torch.testing.assert_close(out.transpose(1, 2), got, rtol=0, atol=0)
 
 
@@ -119,6 +121,9 @@ def test_the_two_halves_attention_refuses_what_tma_cannot_move():
         H.attention_halves(q, q, torch.zeros(1, 1, 16, 40).transpose(-1, -2))
     with pytest.raises(ValueError, match="out: "):
         H.attention_halves(q, q, q, out=torch.zeros(1, 1, 40, 32))
+    starts_8_bytes_in = torch.zeros(700)[2:642].view(1, 1, 40, 16)
+    with pytest.raises(ValueError, match="q: .* its start and strides multiples of 16 bytes"):
+        H.attention_halves(starts_8_bytes_in, q, q)
 
 
 @on_cpu_only

@@ -1,8 +1,8 @@
 """Day 5 lecture helpers, one section per lecture: sums across programs (column sums of a matrix, the
-shape of a weight's gradient) by atomics, in two stages or in one pass, and the order of float additions
-(01); dropout from a seed (02); the FlashAttention backward (03); linear + cross-entropy in chunks and
-peak memory (04); rotary position embeddings (05); what autograd keeps for the backward pass, and
-recomputing it instead (06).
+shape of a weight's gradient) by atomics, in two stages, by the last program to finish or in one pass,
+and the order of float additions (01); dropout from a seed (02); the FlashAttention backward (03);
+linear + cross-entropy in chunks and peak memory (04); rotary position embeddings (05); what autograd
+keeps for the backward pass, and recomputing it instead (06).
 
 The kernels here are the lecture's subject, kept in one tested place so that the notebook's cells call
 them; `tests/test_lecture_day5.py` checks each against PyTorch in float64.
@@ -36,8 +36,8 @@ def column_sums_kernel(x_ptr, out_ptr, n_rows, n_cols, stride_row, rows_per_prog
     else:
         tl.store(out_ptr + pid_m * n_cols + cols, acc, mask=mask)
     if LAST_ADDS:
-        # Every thread of the program has stored its part of the row (the barrier); then one atomic counts
-        # the program in. Its release makes those stores visible before the count goes up, its acquire
+        # Every thread of the program has stored its part of the row (the barrier: Triton also puts one
+        # before a scalar atomic, this one says so in the code); then one atomic counts the program in. Its release makes those stores visible before the count goes up, its acquire
         # lets the program that brings the count to the last value see every other program's rows.
         tl.debug_barrier()
         arrived = tl.atomic_add(arrived_ptr + tl.program_id(1), 1, sem="acq_rel")

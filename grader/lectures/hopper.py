@@ -308,9 +308,9 @@ def attention_tma(q, k, v, causal: bool = False, config: tuple | None = None,
 # parts of one QKV projection, say), causal or not, any N. Its descriptors are 4-D, over the views
 # themselves: rows past N load as zeros and stores past N are dropped, and the one or two key blocks that
 # need a mask (the diagonal, a ragged end) come after the unmasked loop. Measured on an H200
-# (docs/benchmarks.md): 520 TFLOP/s at Day 4's graded shape (head dim 128, not causal) against 478 for
-# Day 4's one-block reference and cuDNN's 667; level with the reference when causal, and slower for the
-# transformer block's causal head dim 64.
+# (docs/benchmarks.md): 523 TFLOP/s at Day 4's graded shape (head dim 128, not causal) against 480 for
+# Day 4's one-block reference and cuDNN's 679; 1.07x the reference when causal at head dim 128, and slower
+# than it for the transformer block's causal head dim 64.
 
 ATTENTION_HALVES_GPU = {64: (64, 128, 4, 2), 128: (64, 64, 4, 2)}   # head dim -> (HALF, BLOCK_N, warps, stages)
 ATTENTION_HALVES_CPU = (16, 16, 4, 1)
