@@ -285,6 +285,44 @@ def test_a_backward_is_held_to_the_same_rules_as_a_forward():
         grader.check("day2.rmsnorm_backward", NoKernel.apply)
 
 
+def test_a_backward_cannot_finish_its_gradients_when_its_graph_is_freed():
+    # A red team's backward handed back zeros and filled them in from a __del__ on ctx (or a
+    # weakref.finalize), which ran as the grader freed the graph: after the guard's watch, before the
+    # gradients were handed over. The grader now copies them first, then frees the graph under the guard.
+    import weakref
+    path = REPO / "solutions" / "day2" / "rmsnorm.ipynb"
+    honest = notebooks.run_code_cells(path)["RMSNormFunction"]
+
+    class Later:
+        def __init__(self, returned, computed, scale):
+            self.returned, self.computed, self.scale = returned, computed, scale
+
+        def __del__(self):
+            for r, c in zip(self.returned, self.computed):
+                r.copy_(c * self.scale if self.scale != 1 else c)
+
+    def filled_later(scale, finalizer=False):
+        class FilledLater(honest):
+            @staticmethod
+            def backward(ctx, dy):
+                computed = honest.backward(ctx, dy)                        # the real kernels, then zeros
+                returned = tuple(torch.zeros_like(g) for g in computed)
+                if finalizer:
+                    weakref.finalize(ctx, Later(returned, computed, scale).__del__)
+                else:
+                    ctx.later = Later(returned, computed, scale)
+                return returned
+        return FilledLater.apply
+
+    for finalizer in (False, True):
+        # copy_ alone (no computation) runs unseen, but too late: the copies handed over are the zeros
+        with pytest.raises(grader.CheckFailed, match="elements differ"):
+            grader.check("day2.rmsnorm_backward", filled_later(1, finalizer))
+        # PyTorch computing there is seen
+        with pytest.raises(grader.CheckFailed, match="code of yours ran when your autograd graph was freed, .*aten.mul"):
+            grader.check("day2.rmsnorm_backward", filled_later(1.5, finalizer))
+
+
 def test_predictions_are_measured_on_a_fresh_size_at_grading(monkeypatch):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     assert checks.measured_size() == 2**26

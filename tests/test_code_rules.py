@@ -689,3 +689,29 @@ def test_an_everyday_word_is_refused_as_a_name_where_the_notebook_imports_it():
     assert not any(_notebook_refused(["def profile(fn):\n    return fn()", "profile(print)"]))
     refused = _notebook_refused(["import cProfile as profile", "profile.run('print(1)')"])
     assert any("uses profile" in p for p in refused[1]), refused
+
+
+@pytest.mark.parametrize("source", [
+    # capitalised tensors (Q, K, V, W are common in attention code) given a dtype: the red team's honest
+    # answer `W = w.contiguous(); kernel[grid](x, W.to(torch.float32), ...)` was refused as a library
+    # class's method called with a module
+    "import torch\nW = torch.ones(3)\nW32 = W.to(torch.float32)",
+    "import torch\nQ = torch.ones(4)\nbits = Q.view(torch.int32)",
+    "import triton.language as tl\nimport torch\nX = torch.ones(2)\ny = X.to(torch.bfloat16)",
+    "import numpy as np\nimport torch\nA = torch.ones(2)\nB = A.numpy().astype(np.float32)",
+])
+def test_a_capitalised_tensor_given_a_dtype_is_left_alone(source):
+    facts = code_rules.NotebookFacts.of([source])
+    assert code_rules.check_cell(source, facts).problems == []
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\ntorch.nn.Module.train(torch.cuda)",
+    "import torch\nM = torch.nn.Module\nM.register_buffer(torch, 'x', None)",
+    "import torch\nW = torch.nn.Module\nW.train(torch.backends.cudnn)",
+    "import torch as T\nW = T.nn.Module\nW.train(T.cuda)",
+    "import os\nimport torch\nW = torch.nn.Module\nW.train(os.path)",          # a root the rules do not look up
+])
+def test_a_library_class_s_method_on_a_module_is_still_refused_with_the_notebooks_facts(source):
+    facts = code_rules.NotebookFacts.of([source])
+    assert any("a method of a library class" in p for p in code_rules.check_cell(source, facts).problems)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import ast
 from collections import Counter
 import functools
+import importlib
 import re
+import types
 from dataclasses import dataclass, field
 
 import grader
@@ -824,17 +826,42 @@ EXPLAINED = {
 }
 
 
-def _library_method_on_a_module(node, modules) -> bool:
+def _library_method_on_a_module(node, modules, plain=None) -> bool:
     """`torch.nn.Module.train(torch.cuda)`: a method called through a class (a CamelCase name, however it
     is reached: `M = torch.nn.Module; M.train(...)` too) with a module as its `self`, which the method then
-    changes as if it were an instance (Module.train sets `.training`; others register attributes)."""
+    changes as if it were an instance (Module.train sets `.training`; others register attributes). The
+    CamelCase name may as well be a tensor (`W.to(torch.float32)`): what tells them apart is the argument,
+    a module or an object of one (_names_a_module)."""
     parts = _chain(node.func).split(".")
     if not (isinstance(node.func, ast.Attribute) and node.args and len(parts) >= 2 and parts[-2][:1].isupper()):
         return False
     arg = _chain(node.args[0]).split(".")
     root = _root_name(node.args[0])
     return isinstance(node.args[0], (ast.Name, ast.Attribute)) and root is not None and root.id in modules \
-        and all(part.islower() for part in arg)
+        and _names_a_module(arg, plain)
+
+
+# Libraries whose dotted names the rules may follow (the grader imports them anyway, and importing them
+# runs nothing of a notebook's): those a kernel's code takes its dtypes from.
+LOOKED_UP = ("torch", "triton", "numpy")
+
+
+def _names_a_module(chain: list, plain) -> bool:
+    """Whether a chain from an imported name (`torch.cuda`, `T.cuda` after `import torch as T`) is a
+    module, rather than an object of one (`torch.float32`, a dtype; `tl.float32`). For torch, Triton and
+    NumPy, where the notebook binds the root to one module alone (plain_imports), the chain's attributes
+    are followed from the imported library (the import system's find_spec cannot tell: torch.backends.cudnn
+    has no spec once imported). Any other chain is taken for a module if it is all lowercase."""
+    module = (plain or {}).get(chain[0])
+    if module is None or module.split(".")[0] not in LOOKED_UP:
+        return all(part.islower() for part in chain)
+    try:
+        found = importlib.import_module(module)
+        for name in chain[1:]:
+            found = getattr(found, name)
+    except Exception:  # noqa: BLE001 - a name the library does not have, or not yet: taken for a module
+        return True
+    return isinstance(found, types.ModuleType)
 
 
 def _is_triton_load(func, plain) -> bool:
@@ -946,7 +973,7 @@ def _bindings_and_protocols(tree, modules=KNOWN_MODULES, plain=None) -> list:
                 and not _is_triton_load(node.func, plain):  # tl.load(p, m, 0.0)
             problems.append(f"calls {_chain(node.func)} with a third positional argument (allow_pickle, "
                             f"pickle_module: loading code)")
-        if isinstance(node, ast.Call) and _library_method_on_a_module(node, modules):
+        if isinstance(node, ast.Call) and _library_method_on_a_module(node, modules, plain):
             problems.append(f"calls {_chain(node.func)}, a method of a library class, with the module "
                             f"{_chain(node.args[0])} as its object")
         if isinstance(node, ast.Call) and "library" in _chain(node.func).split("."):

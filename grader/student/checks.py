@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import math
 import os
@@ -313,20 +314,42 @@ def judged_outputs(spec, fn, args, gen, label) -> tuple:
     """A judged exercise's outputs on one case: the student's function on each argument tuple that
     spec.judge_calls names, then (judged_backward) the input gradient of the first call, its output's
     gradient drawn as judged_dy draws it. All under the guard, as any checked call."""
-    outputs, dy = [], judged_dy(spec, args, gen)
+    outputs, dy, graph = [], judged_dy(spec, args, gen), []
     for i, call_args in enumerate(spec.judge_calls(args)):
         if spec.judged_backward and i == 0:
             with no_saved_tensor_hooks(spec):
-                y, leaves = _student_graph(spec, fn, call_args, label)
+                graph += _student_graph(spec, fn, call_args, label)
+                y, leaves = graph
                 if spec.keeps_no_tensor:
                     _keeps_no_tensor(spec, y, label)
                 grads = _student_grads(spec, y, leaves, dy, label)
             outputs.append(y.detach())
+            del y, leaves
         else:
             outputs += _plain(spec, _as_tuple(run_student(spec, fn, call_args, label)), label)
     if spec.judged_backward:
         outputs += _plain(spec, tuple(g for g in grads if g is not None), label)
-    return tuple(outputs)
+        del grads
+    return let_go(spec, tuple(outputs), graph, label)
+
+
+def let_go(spec, outputs: tuple, graph: list, label) -> tuple:
+    """Copies of a backward case's outputs, taken while the student's autograd graph is alive (`graph`
+    holds the only references the grader keeps to it: the output and the leaves); then that graph
+    freed, and the garbage collected, under the guard. A red team's backward handed back zeros and
+    filled them in from a __del__ (or a weakref.finalize) that ran when its graph was freed: after the
+    guard's watch, before the gradients were handed over. Now such code runs where it is seen, and
+    what it writes cannot reach the copies."""
+    copies = tuple(o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outputs)
+    with watch(poison=False) as record:
+        graph.clear()
+        gc.collect()
+    if record.forbidden() or record.launches:
+        done = ", ".join(record.forbidden()[:3]) or f"{record.launches} Triton launch(es)"
+        raise CheckFailed(f"{spec.title}: code of yours ran when your autograd graph was freed, after your "
+                          f"backward had returned ({done}) on {label}: a __del__, or a finalizer. Compute "
+                          f"the gradients in your backward, before it returns.")
+    return copies
 
 
 def _keeps_no_tensor(spec, y, label) -> None:
@@ -367,9 +390,12 @@ def student_backward(spec, fn, args, dy, label) -> tuple:
     forward returned it: a backward may not fill in the loss later (a red team's forward returned a
     placeholder)."""
     with no_saved_tensor_hooks(spec):
-        y, leaves = _student_graph(spec, fn, args, label)
+        graph = list(_student_graph(spec, fn, args, label))
+        y, leaves = graph
         returned = y.detach().clone() if spec.times_step else y
-        return step_outputs(spec, returned, _student_grads(spec, y, leaves, dy, label))
+        outputs = step_outputs(spec, returned, _student_grads(spec, y, leaves, dy, label))
+        del y, leaves, returned
+        return let_go(spec, outputs, graph, label)
 
 
 def step_outputs(spec, y, grads) -> tuple:
