@@ -27,6 +27,53 @@ def copy_kernel(x_ptr, y_ptr, signs_ptr, n_cols, MODE: tl.constexpr, BLOCK: tl.c
         x = x * tl.load(signs_ptr + cols, mask=mask, other=1.0)
     tl.store(y_ptr + row * n_cols + cols, x, mask=mask)"""
 
+# A seventh red team's copies of x that the guard took for new values: a kernel handed a 2-element view
+# strided across the whole copy (it writes the whole copy through it), x's bits written into an int32
+# view of a float workspace made at import, and x + r with r (random, large) from which PyTorch takes r
+# away again.
+LAUNDERED_COPIES = """@triton.jit
+def plain_copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n, other=0.0), mask=offs < n)
+
+
+@triton.jit
+def bits_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(y_ptr + offs, x.to(tl.int32, bitcast=True), mask=offs < n)
+
+
+@triton.jit
+def noisy_copy_kernel(x_ptr, y_ptr, r_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    r = tl.rand(1234, offs) * 8.0 - 4.0
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n, other=0.0) + r, mask=offs < n)
+    tl.store(r_ptr + offs, r, mask=offs < n)
+
+
+workspace = torch.empty(1 << 20, device=dev.torch_device)
+workspace_bits = workspace.view(torch.int32)
+
+
+def spanning_copy(t):
+    copy = torch.empty(t.shape, device=t.device, dtype=t.dtype)
+    ends = copy.view(-1).as_strided((2,), (t.numel() - 1,))
+    plain_copy_kernel[(triton.cdiv(t.numel(), 256),)](t.contiguous(), ends, t.numel(), BLOCK=256)
+    return copy
+
+
+def bits_copy(t):
+    n = t.numel()
+    bits_kernel[(triton.cdiv(n, 256),)](t.contiguous(), workspace_bits[:n], n, BLOCK=256)
+    return workspace[:n].view(t.shape).clone()
+
+
+def noise_taken_away(t):
+    y, r = torch.empty_like(t), torch.empty_like(t)
+    noisy_copy_kernel[(triton.cdiv(t.numel(), 256),)](t.contiguous(), y, r, t.numel(), BLOCK=256)
+    return y + r * -1.0"""
+
 # The rest of an RMSNorm forward in PyTorch once ms, the mean of squares per token, is known: 1/sqrt by
 # Newton steps (no rsqrt op), then the weight by a diagonal matrix (sums and products only).
 NORM_FROM_MEAN_SQUARES = ("        s = ms * 0.5 + 0.5\n"
@@ -212,6 +259,15 @@ VARIANTS = [
       "        ms = (x @ x.t()).reshape(-1)[::x.shape[0] + 1] / n + 1e-6\n"
       + NORM_FROM_MEAN_SQUARES},
      ["computed with PyTorch", "aten.mm of two factors computed from the same tensor"]),
+    *[(f"training step: RMSNorm from x times its {how}", "day5/training_step", "day5.training_step",
+       {"class RMSNorm(torch.autograd.Function):": LAUNDERED_COPIES + "\n\n\nclass RMSNorm(torch.autograd.Function):",
+        "        rmsnorm_forward_kernel[(x.shape[0],)](x, w, y, rstd, x.shape[1], 1e-6, BLOCK=block,\n"
+        "                                              num_warps=4 if block <= 1024 else 8)\n":
+        "        n = x.shape[1]\n"
+        f"        ms = torch.bmm(x.view(-1, 1, n), {how.replace(' ', '_')}(x).view(-1, n, 1)).view(-1) / n + 1e-6\n"
+        + NORM_FROM_MEAN_SQUARES},
+       ["computed with PyTorch", "aten.bmm of two factors computed from the same tensor"])
+      for how in ("spanning copy", "bits copy", "noise taken away")],
     # the same norm with each token's sum of squares from x times a copy that a Triton kernel made of it,
     # scaled, shifted, rearranged or with its signs flipped, and a little noise (the copy keeps x's sources)
     *[(f"training step: RMSNorm from x times a kernel's {what}", "day5/training_step", "day5.training_step",

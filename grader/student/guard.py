@@ -116,6 +116,9 @@ class CallRecord:
     # the guard sees (_note_sources), an in-place op it does not (the version counter, in the key).
     sketches: dict = field(default_factory=dict)
     follow_copies: bool = True   # watch(follow_copies=)
+    # The sketches and sources of the floating values launches were handed, not launches' own outputs
+    # ({(storage address, _sketch_key): (_Sketch, sources)}): what PyTorch may copy again (values_from_launches)
+    known: dict = field(default_factory=dict)
     # Launches inside an autotuner's (or heuristics') run whose guard bytes are looked at when that run
     # returns ({(kernel, tensor addresses): (kernel, named arguments)}): looking after each of them put a
     # synchronizing read between every benchmarked launch and the end of its timing, 0.4 to 0.5 ms on
@@ -152,9 +155,29 @@ class CallRecord:
         return self.sources[_storage(t).data_ptr()]
 
     def before_launch(self, values) -> list:
-        """What each tensor handed to a Triton launch held before it (a _Sketch), and its sources."""
-        return [(t, self._sketch_of(t), self.sources_of(t)) for t in _tensors_in(values)
-                if t.numel() and t.layout == torch.strided and t.device.type != "meta"]
+        """What the memory each tensor handed to a Triton launch reaches held before it (a _Sketch of each
+        of its _extents), and its sources. Those of floating values are kept (`known`), for the copies
+        PyTorch may make of them from launches' outputs (values_from_launches)."""
+        before = [(e, self._sketch_of(e), self.sources_of(t)) for t in _tensors_in(values)
+                  if t.numel() and t.layout == torch.strided and t.device.type != "meta" for e in _extents(t)]
+        for e, sketch, sources in before:
+            if sketch.moments and not all(_from_a_launch(s) for s in sources):
+                self.known[(_storage(e).data_ptr(), _sketch_key(e))] = (sketch, sources)
+        return before
+
+    def values_from_launches(self, out, read: frozenset) -> frozenset:
+        """The sources of `out`, made by PyTorch from launches' outputs alone (`read`): those of a value a
+        launch was handed, where `out` is a copy of it (_Sketch.copied_into), else `read`. A red team's
+        kernel wrote x + r and r, r random and large (a copy too noisy to count as one), and PyTorch
+        subtracted r: x again, which the guard took for a new value."""
+        if not read or not all(_from_a_launch(s) for s in read) or not self.known:
+            return read
+        t = next(iter(_tensors_in(out)), None)
+        if t is None or not t.is_floating_point() or t.numel() < COPIES_FROM or t.layout != torch.strided:
+            return read
+        now = _sketch(t, self._positions(t))
+        copied = [sources for sketch, sources in self.known.values() if sketch.copied_into(now)]
+        return read.union(*copied)
 
     def after_launch(self, before: list) -> None:
         """What the launch wrote is a value of its own, unless it is a copy (COPY_SAMPLE) of a tensor it was
@@ -354,6 +377,25 @@ def _sketch_key(t: torch.Tensor) -> tuple:
     return (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t._version)
 
 
+def _extents(t: torch.Tensor) -> list:
+    """The memory a launch handed t can reach, as tensors: t's span in its storage, from its first element
+    to its last, in t's dtype (a red team handed a kernel a 2-element view strided across a whole tensor,
+    and the kernel wrote a full copy of x through it), and for an integer dtype of 2 or 4 bytes the same
+    bytes as a float of that size (the same red team's kernel wrote x's bits into an int32 view of a
+    float workspace)."""
+    span = 1 + sum((n - 1) * stride for n, stride in zip(t.shape, t.stride()))
+    flat = torch._C.TensorBase.as_strided(t.detach(), (span,), (1,), t.storage_offset())
+    extents = [flat]
+    if not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool and t.element_size() in (2, 4):
+        extents.append(flat.view(torch.float32 if t.element_size() == 4 else torch.bfloat16))
+    return extents
+
+
+def _from_a_launch(source) -> bool:
+    """Whether a source (CallRecord.sources) is a Triton launch's output rather than a tensor's storage."""
+    return isinstance(source, tuple) and source[:1] == ("launch",)
+
+
 def _sample(t: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         t = t.detach()
@@ -515,6 +557,9 @@ class _Watcher(TorchDispatchMode):
         record = self.record
         read = frozenset().union(*(record.sources_of(t) for t in _tensors_in((args, kwargs)))) \
             if name not in ALLOCATIONS else frozenset()
+        if record.follow_copies and record.touched is None and name in LINEAR_OPS and name not in PRODUCTS \
+                and any(t.numel() > record.linear_above for t in _tensors_in(out)):
+            read = record.values_from_launches(out, read)
         for t in _tensors_in(out):
             record.sources[_storage(t).data_ptr()] = read
             record.forget_sketches(t)
