@@ -699,6 +699,8 @@ def test_an_everyday_word_is_refused_as_a_name_where_the_notebook_imports_it():
     "import torch\nQ = torch.ones(4)\nbits = Q.view(torch.int32)",
     "import triton.language as tl\nimport torch\nX = torch.ones(2)\ny = X.to(torch.bfloat16)",
     "import numpy as np\nimport torch\nA = torch.ones(2)\nB = A.numpy().astype(np.float32)",
+    "import torch\nfrom torch import bfloat16\nW = torch.ones(3)\nW16 = W.to(bfloat16)",
+    "import torch\nfrom numpy import float32\nA = torch.ones(2)\nB = A.numpy().astype(float32)",
 ])
 def test_a_capitalised_tensor_given_a_dtype_is_left_alone(source):
     facts = code_rules.NotebookFacts.of([source])
@@ -711,6 +713,8 @@ def test_a_capitalised_tensor_given_a_dtype_is_left_alone(source):
     "import torch\nW = torch.nn.Module\nW.train(torch.backends.cudnn)",
     "import torch as T\nW = T.nn.Module\nW.train(T.cuda)",
     "import os\nimport torch\nW = torch.nn.Module\nW.train(os.path)",          # a root the rules do not look up
+    "import torch\nfrom torch import cuda\nW = torch.nn.Module\nW.train(cuda)",
+    "import torch\nimport torch.nn as nn\nnn.Module.train(nn.functional)",
 ])
 def test_a_library_class_s_method_on_a_module_is_still_refused_with_the_notebooks_facts(source):
     facts = code_rules.NotebookFacts.of([source])

@@ -675,10 +675,10 @@ def _launchers():
     ]
 
 
-@pytest.mark.parametrize("case", range(8))
+@pytest.mark.parametrize("case", [what for what, *_ in _launchers()])
 def test_a_students_own_class_inside_tritons_autotuning_is_refused_and_tritons_own_types_pass(case):
     import triton
-    what, launcher, extra, refused = _launchers()[case]
+    what, launcher, extra, refused = next(entry for entry in _launchers() if entry[0] == case)
     x = torch.randn(300, device=DEVICE.torch_device)
     y = torch.randn(300, device=DEVICE.torch_device)
     out = torch.empty_like(x)

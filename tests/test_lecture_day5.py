@@ -361,9 +361,9 @@ def test_recomputation_keeps_the_gradients_and_saves_less():
 
 def test_the_last_program_pattern_compiles_to_a_barrier_an_acq_rel_atomic_and_l2_loads():
     # What the GPU is told, read in the PTX for an H100 or H200 (compiled here without a GPU): the partial
-    # row stored, then a barrier (every thread's stores done; Triton puts one before a scalar atomic even
-    # without the kernel's own), then the count with release and acquire semantics, then the partial rows
-    # read from L2 (.cg) by the last program.
+    # row stored, then the kernel's barrier (every thread's stores done) beside the one Triton 3.x puts
+    # before a scalar atomic, then the count with release and acquire semantics, then the partial rows read
+    # from L2 (.cg) by the last program.
     from grader.lectures.day2 import compile_for_gpu
     x = torch.zeros(64, 64)
     partial, sums, arrived = torch.zeros(4, 64), torch.zeros(64), torch.zeros(1, dtype=torch.int32)
@@ -374,5 +374,5 @@ def test_the_last_program_pattern_compiles_to_a_barrier_an_acq_rel_atomic_and_l2
     atomic = next(i for i, line in enumerate(lines) if "atom." in line)
     assert "acq_rel" in lines[atomic] and ".gpu" in lines[atomic]
     stores = [i for i, line in enumerate(lines[:atomic]) if "st.global" in line]
-    assert stores and any("bar.sync" in line for line in lines[stores[-1]:atomic])
+    assert stores and sum("bar.sync" in line for line in lines[stores[-1]:atomic]) >= 2
     assert any("ld.global.cg" in line for line in lines[atomic:])

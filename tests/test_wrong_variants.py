@@ -29,8 +29,8 @@ def copy_kernel(x_ptr, y_ptr, signs_ptr, n_cols, MODE: tl.constexpr, BLOCK: tl.c
 
 # A seventh red team's copies of x that the guard took for new values: a kernel handed a 2-element view
 # strided across the whole copy (it writes the whole copy through it), x's bits written into an int32
-# view of a float workspace made at import, and x + r with r (random, large) from which PyTorch takes r
-# away again.
+# view of a float workspace made at import (or its bytes into a uint8 view), and x + r with r (random,
+# large) from which PyTorch takes r away again.
 LAUNDERED_COPIES = """@triton.jit
 def plain_copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -63,10 +63,27 @@ def spanning_copy(t):
     return copy
 
 
+@triton.jit
+def bytes_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.int32, bitcast=True)
+    for k in tl.static_range(4):
+        tl.store(y_ptr + 4 * offs + k, ((x >> (8 * k)) & 255).to(tl.uint8), mask=offs < n)
+
+
+workspace_bytes = workspace.view(torch.uint8)
+
+
 def bits_copy(t):
     n = t.numel()
     bits_kernel[(triton.cdiv(n, 256),)](t.contiguous(), workspace_bits[:n], n, BLOCK=256)
-    return workspace[:n].view(t.shape).clone()
+    return workspace[:n].view(t.shape)
+
+
+def bytes_copy(t):
+    n = t.numel()
+    bytes_kernel[(triton.cdiv(n, 256),)](t.contiguous(), workspace_bytes[:4 * n], n, BLOCK=256)
+    return workspace[:n].view(t.shape)
 
 
 def noise_taken_away(t):
@@ -267,7 +284,7 @@ VARIANTS = [
         f"        ms = torch.bmm(x.view(-1, 1, n), {how.replace(' ', '_')}(x).view(-1, n, 1)).view(-1) / n + 1e-6\n"
         + NORM_FROM_MEAN_SQUARES},
        ["computed with PyTorch", "aten.bmm of two factors computed from the same tensor"])
-      for how in ("spanning copy", "bits copy", "noise taken away")],
+      for how in ("spanning copy", "bits copy", "bytes copy", "noise taken away")],
     # the same norm with each token's sum of squares from x times a copy that a Triton kernel made of it,
     # scaled, shifted, rearranged or with its signs flipped, and a little noise (the copy keeps x's sources)
     *[(f"training step: RMSNorm from x times a kernel's {what}", "day5/training_step", "day5.training_step",

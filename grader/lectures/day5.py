@@ -37,8 +37,9 @@ def column_sums_kernel(x_ptr, out_ptr, n_rows, n_cols, stride_row, rows_per_prog
         tl.store(out_ptr + pid_m * n_cols + cols, acc, mask=mask)
     if LAST_ADDS:
         # Every thread of the program has stored its part of the row (the barrier: Triton also puts one
-        # before a scalar atomic, this one says so in the code); then one atomic counts the program in. Its release makes those stores visible before the count goes up, its acquire
-        # lets the program that brings the count to the last value see every other program's rows.
+        # before a scalar atomic, this one says so in the code); then one atomic counts the program in. Its
+        # release makes those stores visible before the count goes up, its acquire lets the program that
+        # brings the count to the last value see every other program's rows.
         tl.debug_barrier()
         arrived = tl.atomic_add(arrived_ptr + tl.program_id(1), 1, sem="acq_rel")
         if arrived == tl.num_programs(0) - 1:

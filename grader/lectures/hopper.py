@@ -209,7 +209,8 @@ def time_side_by_side(fns: dict, budget_ms: float = 2000.0) -> dict:
 # products and the online softmax, and the few that do (the diagonal, a ragged last block).
 
 ATTENTION_GPU = {64: (128, 128, 8, 3), 128: (128, 64, 8, 3)}   # head dim -> (BLOCK_M, BLOCK_N, warps, stages)
-ATTENTION_CPU = (16, 16, 4, 1)
+ATTENTION_CPU = (16, 16, 4, 1)       # also the two-halves kernel's (HALF, BLOCK_N, warps, stages)
+LOG2E = 1.4426950408889634          # exp(x) = exp2(x log2 e): the kernels' scores are in log2 units
 
 
 @triton.jit
@@ -292,7 +293,7 @@ def attention_tma(q, k, v, causal: bool = False, config: tuple | None = None,
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty_like(q)
     bm, bn, warps, stages = config or (ATTENTION_GPU[max(64, d)] if q.is_cuda else ATTENTION_CPU)
-    attention_tma_kernel[(triton.cdiv(n, bm), b * h)](q, k, v, o, b * h, n, 1.4426950408889634 / d ** 0.5,
+    attention_tma_kernel[(triton.cdiv(n, bm), b * h)](q, k, v, o, b * h, n, LOG2E / d ** 0.5,
                                                       CAUSAL=causal, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
                                                       WARP_SPECIALIZE=warp_specialize,
                                                       num_warps=warps, num_stages=stages)
@@ -313,7 +314,6 @@ def attention_tma(q, k, v, causal: bool = False, config: tuple | None = None,
 # than it for the transformer block's causal head dim 64.
 
 ATTENTION_HALVES_GPU = {64: (64, 128, 4, 2), 128: (64, 64, 4, 2)}   # head dim -> (HALF, BLOCK_N, warps, stages)
-ATTENTION_HALVES_CPU = (16, 16, 4, 1)
 
 
 @triton.jit
@@ -404,9 +404,9 @@ def attention_halves(q, k, v, causal: bool = False, config: tuple | None = None,
                 any(s * t.element_size() % 16 for s in t.stride()[:3]):
             raise ValueError(f"{name}: a {tuple(q.shape)} tensor with a contiguous head dim, its start and strides "
                              f"multiples of 16 bytes (TMA), not {tuple(t.shape)} with strides {t.stride()}")
-    half, bn, warps, stages = config or (ATTENTION_HALVES_GPU[max(64, d)] if q.is_cuda else ATTENTION_HALVES_CPU)
+    half, bn, warps, stages = config or (ATTENTION_HALVES_GPU[max(64, d)] if q.is_cuda else ATTENTION_CPU)
     attention_halves_kernel[(triton.cdiv(n, 2 * half), b * h)](
-        q, k, v, o, b, h, n, 1.4426950408889634 / d ** 0.5, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+        q, k, v, o, b, h, n, LOG2E / d ** 0.5, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
         *o.stride()[:3], CAUSAL=causal, HEAD_DIM=d, HALF=half, BLOCK_N=bn, num_warps=warps, num_stages=stages)
     return o
 

@@ -80,19 +80,19 @@ def release(selected: list) -> int:
     return 0
 
 
-def bench(repeats: int, slow_repeats: int, out: Path, days=(), figures: Path | None = None, exercises=()) -> int:
-    from grader import exercises as registry
+def bench(repeats: int, slow_repeats: int, out: Path, days=(), figures: Path | None = None, keys=()) -> int:
+    from grader import exercises
     from grader.pipeline import benchmark_report
     if any(unknown_day(day, "bench") for day in days):
         return 2
-    known = {ex.key for ex in registry.all_exercises()}
-    unknown = [key for key in exercises if key not in known or (days and key.split(".")[0] not in days)]
+    known = {ex.key for ex in exercises.all_exercises()}
+    unknown = [key for key in keys if key not in known or (days and key.split(".")[0] not in days)]
     if unknown:   # a typo must not make an empty report that says every run was at its target
         print(f"course-grader bench: no exercise {', '.join(map(repr, unknown))}"
               f"{' in ' + ', '.join(days) if days else ''} (the exercises: {', '.join(sorted(known))})",
               file=sys.stderr)
         return 2
-    return benchmark_report.write_report(repeats, slow_repeats, out, days=days, figures=figures, keys=exercises)
+    return benchmark_report.write_report(repeats, slow_repeats, out, days=days, figures=figures, keys=keys)
 
 
 def course_run(days: list, lectures: bool, autograde_: bool, out: Path | None, cell_timeout: float) -> int:

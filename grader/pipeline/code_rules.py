@@ -826,7 +826,7 @@ EXPLAINED = {
 }
 
 
-def _library_method_on_a_module(node, modules, plain=None) -> bool:
+def _library_method_on_a_module(node, modules, plain: dict) -> bool:
     """`torch.nn.Module.train(torch.cuda)`: a method called through a class (a CamelCase name, however it
     is reached: `M = torch.nn.Module; M.train(...)` too) with a module as its `self`, which the method then
     changes as if it were an instance (Module.train sets `.training`; others register attributes). The
@@ -852,12 +852,14 @@ def _names_a_module(chain: list, plain) -> bool:
     NumPy, where the notebook binds the root to one module alone (plain_imports), the chain's attributes
     are followed from the imported library (the import system's find_spec cannot tell: torch.backends.cudnn
     has no spec once imported). Any other chain is taken for a module if it is all lowercase."""
-    module = (plain or {}).get(chain[0])
+    module = plain.get(chain[0])
     if module is None or module.split(".")[0] not in LOOKED_UP:
         return all(part.islower() for part in chain)
+    # From the library itself: `from torch import bfloat16` binds the name to "torch.bfloat16", a dtype
+    path = module.split(".") + chain[1:]
     try:
-        found = importlib.import_module(module)
-        for name in chain[1:]:
+        found = importlib.import_module(path[0])
+        for name in path[1:]:
             found = getattr(found, name)
     except Exception:  # noqa: BLE001 - a name the library does not have, or not yet: taken for a module
         return True

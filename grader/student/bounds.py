@@ -20,6 +20,12 @@ class OutOfBounds(Exception):
     pass
 
 
+def span_elements(t: torch.Tensor) -> int:
+    """The elements a tensor (a view, perhaps) can reach in its storage, from its first to its last; 0 for
+    an empty one."""
+    return 0 if t.numel() == 0 else 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
+
+
 def _note_arguments(executor, args_hst, kwargs_hst) -> None:
     """The memory of every tensor the launch was given: positional or by keyword, inside a tuple, or
     under a tensor descriptor."""
@@ -28,7 +34,7 @@ def _note_arguments(executor, args_hst, kwargs_hst) -> None:
     def note(name, arg):
         if isinstance(arg, torch.Tensor):
             # the span of the elements the tensor (a view, perhaps) can reach, not all of its storage
-            span = 0 if arg.numel() == 0 else 1 + sum((n - 1) * abs(s) for n, s in zip(arg.shape, arg.stride()))
+            span = span_elements(arg)
             regions.append((name, arg.data_ptr(), arg.data_ptr() + span * arg.element_size()))
         elif isinstance(arg, (tuple, list)):
             for i, item in enumerate(arg):

@@ -344,11 +344,11 @@ def let_go(spec, outputs: tuple, graph: list, label) -> tuple:
     with watch(poison=False) as record:
         graph.clear()
         gc.collect()
-    if record.forbidden() or record.launches:
-        done = ", ".join(record.forbidden()[:3]) or f"{record.launches} Triton launch(es)"
-        raise CheckFailed(f"{spec.title}: code of yours ran when your autograd graph was freed, after your "
-                          f"backward had returned ({done}) on {label}: a __del__, or a finalizer. Compute "
-                          f"the gradients in your backward, before it returns.")
+    who, where = "code of yours that ran when your autograd graph was freed", f"on {label} (a __del__, or a finalizer)"
+    refuse(spec, record, who, where, launches=False)
+    if record.launches:
+        raise CheckFailed(f"{spec.title}: {who} launched a Triton kernel {where}. Compute the gradients in "
+                          f"your backward, before it returns.")
     return copies
 
 

@@ -117,7 +117,7 @@ class CallRecord:
     sketches: dict = field(default_factory=dict)
     follow_copies: bool = True   # watch(follow_copies=)
     # The sketches and sources of the floating values launches were handed, not launches' own outputs
-    # ({(storage address, _sketch_key): (_Sketch, sources)}): what PyTorch may copy again (values_from_launches)
+    # ({_sketch_key: (_Sketch, sources)}): what PyTorch may copy again (values_from_launches)
     known: dict = field(default_factory=dict)
     # Launches inside an autotuner's (or heuristics') run whose guard bytes are looked at when that run
     # returns ({(kernel, tensor addresses): (kernel, named arguments)}): looking after each of them put a
@@ -162,7 +162,7 @@ class CallRecord:
                   if t.numel() and t.layout == torch.strided and t.device.type != "meta" for e in _extents(t)]
         for e, sketch, sources in before:
             if sketch.moments and not all(_from_a_launch(s) for s in sources):
-                self.known[(_storage(e).data_ptr(), _sketch_key(e))] = (sketch, sources)
+                self.known[_sketch_key(e)] = (sketch, sources)
         return before
 
     def values_from_launches(self, out, read: frozenset) -> frozenset:
@@ -170,10 +170,13 @@ class CallRecord:
         launch was handed, where `out` is a copy of it (_Sketch.copied_into), else `read`. A red team's
         kernel wrote x + r and r, r random and large (a copy too noisy to count as one), and PyTorch
         subtracted r: x again, which the guard took for a new value."""
-        if not read or not all(_from_a_launch(s) for s in read) or not self.known:
+        # (copies are followed in correctness checks only: not while memory is measured, or for timed calls)
+        if not self.follow_copies or self.touched is not None or not self.known or not read \
+                or not all(_from_a_launch(s) for s in read):
             return read
         t = next(iter(_tensors_in(out)), None)
-        if t is None or not t.is_floating_point() or t.numel() < COPIES_FROM or t.layout != torch.strided:
+        if t is None or not t.is_floating_point() or t.numel() <= max(self.linear_above, COPIES_FROM - 1) \
+                or t.layout != torch.strided:
             return read
         now = _sketch(t, self._positions(t))
         copied = [sources for sketch, sources in self.known.values() if sketch.copied_into(now)]
@@ -241,7 +244,7 @@ class CallRecord:
         lands in whatever memory follows, shows there (overruns)."""
         if t.numel() == 0 or len(self.guards) >= MAX_GUARDED:
             return poison_(t)
-        span = (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size()
+        span = bounds.span_elements(t) * t.element_size()
         pad = GUARD_BYTES
         memory = torch.empty(2 * pad + span, dtype=torch.uint8, device=t.device)
         memory[:pad].fill_(self.guard_byte)
@@ -380,15 +383,16 @@ def _sketch_key(t: torch.Tensor) -> tuple:
 def _extents(t: torch.Tensor) -> list:
     """The memory a launch handed t can reach, as tensors: t's span in its storage, from its first element
     to its last, in t's dtype (a red team handed a kernel a 2-element view strided across a whole tensor,
-    and the kernel wrote a full copy of x through it), and for an integer dtype of 2 or 4 bytes the same
-    bytes as a float of that size (the same red team's kernel wrote x's bits into an int32 view of a
-    float workspace)."""
-    span = 1 + sum((n - 1) * stride for n, stride in zip(t.shape, t.stride()))
-    flat = torch._C.TensorBase.as_strided(t.detach(), (span,), (1,), t.storage_offset())
-    extents = [flat]
-    if not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool and t.element_size() in (2, 4):
-        extents.append(flat.view(torch.float32 if t.element_size() == 4 else torch.bfloat16))
-    return extents
+    and the kernel wrote a full copy of x through it), and for a dtype other than a float the same bytes
+    as each 16- and 32-bit float (the same red team's kernel wrote x's bits into an int32 view of a float
+    workspace)."""
+    flat = torch._C.TensorBase.as_strided(t.detach(), (bounds.span_elements(t),), (1,), t.storage_offset())
+    if t.is_floating_point():
+        return [flat]
+    raw = flat.view(torch.uint8)
+    return [flat] + [raw[:len(raw) // dtype.itemsize * dtype.itemsize].view(dtype)
+                     for dtype in (torch.float32, torch.float16, torch.bfloat16)
+                     if len(raw) >= dtype.itemsize and raw.data_ptr() % dtype.itemsize == 0]
 
 
 def _from_a_launch(source) -> bool:
@@ -557,8 +561,7 @@ class _Watcher(TorchDispatchMode):
         record = self.record
         read = frozenset().union(*(record.sources_of(t) for t in _tensors_in((args, kwargs)))) \
             if name not in ALLOCATIONS else frozenset()
-        if record.follow_copies and record.touched is None and name in LINEAR_OPS and name not in PRODUCTS \
-                and any(t.numel() > record.linear_above for t in _tensors_in(out)):
+        if name in LINEAR_OPS and name not in PRODUCTS:
             read = record.values_from_launches(out, read)
         for t in _tensors_in(out):
             record.sources[_storage(t).data_ptr()] = read
@@ -909,10 +912,6 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
     return run
 
 
-# What an autotuner's configs and a heuristic's values may hold: numbers, flags, names, Triton's dtypes.
-_PLAIN_VALUES = (int, float, bool, str, type(None))
-
-
 def _students_objects_in(launcher) -> str | None:
     """An object of the student's own class that Triton's autotuner or heuristics would call methods of
     inside their run, which counts as Triton's work and is not watched; None when there is none. A red
@@ -924,7 +923,7 @@ def _students_objects_in(launcher) -> str | None:
     for base in (at.Autotuner, at.Heuristics):
         if isinstance(launcher, base) and type(launcher) is not base:
             return f"a subclass of Triton's {base.__name__} ({type(launcher).__name__})"
-    plain = _PLAIN_VALUES + (tl.constexpr, tl.dtype)
+    plain = _PLAIN_TYPES + (tl.constexpr, tl.dtype)   # what configs and heuristics' values may hold
     state = getattr(launcher, "__dict__", {})
     if isinstance(launcher, at.Autotuner):
         configs = state.get("configs")
