@@ -30,7 +30,8 @@ def copy_kernel(x_ptr, y_ptr, signs_ptr, n_cols, MODE: tl.constexpr, BLOCK: tl.c
 # A seventh red team's copies of x that the guard took for new values: a kernel handed a 2-element view
 # strided across the whole copy (it writes the whole copy through it), x's bits written into an int32
 # view of a float workspace made at import (or its bytes into a uint8 view), and x + r with r (random,
-# large) from which PyTorch takes r away again.
+# large) from which PyTorch takes r away again; an eighth's, r taken away by a second launch, or by a
+# product with [I; -I].
 LAUNDERED_COPIES = """@triton.jit
 def plain_copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -89,7 +90,41 @@ def bytes_copy(t):
 def noise_taken_away(t):
     y, r = torch.empty_like(t), torch.empty_like(t)
     noisy_copy_kernel[(triton.cdiv(t.numel(), 256),)](t.contiguous(), y, r, t.numel(), BLOCK=256)
-    return y + r * -1.0"""
+    return y + r * -1.0
+
+
+@triton.jit
+def difference_kernel(a_ptr, b_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(y_ptr + offs, a - tl.load(b_ptr + offs, mask=offs < n, other=0.0), mask=offs < n)
+
+
+def noise_taken_away_by_a_kernel(t):
+    y, r, back = torch.empty_like(t), torch.empty_like(t), torch.empty_like(t)
+    noisy_copy_kernel[(triton.cdiv(t.numel(), 256),)](t.contiguous(), y, r, t.numel(), BLOCK=256)
+    difference_kernel[(triton.cdiv(t.numel(), 256),)](y, r, back, t.numel(), BLOCK=256)
+    return back
+
+
+@triton.jit
+def side_by_side_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    r = tl.rand(99, row * n_cols + cols) * 8.0 - 4.0
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+    tl.store(y_ptr + row * 2 * n_cols + cols, x + r, mask=cols < n_cols)
+    tl.store(y_ptr + row * 2 * n_cols + n_cols + cols, r, mask=cols < n_cols)
+
+
+def noise_taken_away_by_a_product(t):
+    n = t.shape[-1]
+    y = torch.empty((t.numel() // n, 2 * n), device=t.device, dtype=t.dtype)
+    side_by_side_kernel[(t.numel() // n,)](t.contiguous(), y, n, BLOCK=triton.next_power_of_2(n))
+    m = torch.zeros(2 * n, n, device=t.device, dtype=t.dtype)     # [x + r | r] @ [I; -I] = x
+    m[:n].view(-1)[::n + 1].fill_(1.0)
+    m[n:].view(-1)[::n + 1].fill_(-1.0)
+    return (y @ m).view(t.shape)"""
 
 # The rest of an RMSNorm forward in PyTorch once ms, the mean of squares per token, is known: 1/sqrt by
 # Newton steps (no rsqrt op), then the weight by a diagonal matrix (sums and products only).
@@ -284,7 +319,8 @@ VARIANTS = [
         f"        ms = torch.bmm(x.view(-1, 1, n), {how.replace(' ', '_')}(x).view(-1, n, 1)).view(-1) / n + 1e-6\n"
         + NORM_FROM_MEAN_SQUARES},
        ["computed with PyTorch", "aten.bmm of two factors computed from the same tensor"])
-      for how in ("spanning copy", "bits copy", "bytes copy", "noise taken away")],
+      for how in ("spanning copy", "bits copy", "bytes copy", "noise taken away", "noise taken away by a kernel",
+                  "noise taken away by a product")],
     # the same norm with each token's sum of squares from x times a copy that a Triton kernel made of it,
     # scaled, shifted, rearranged or with its signs flipped, and a little noise (the copy keeps x's sources)
     *[(f"training step: RMSNorm from x times a kernel's {what}", "day5/training_step", "day5.training_step",

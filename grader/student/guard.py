@@ -196,7 +196,10 @@ class CallRecord:
             now = self._sketch_of(t)
             if now == was:
                 continue
-            copied = [sources for _, other, sources in before if other.copied_into(now)]   # itself too
+            # a copy of a tensor handed to this launch (itself too), or to an earlier one: a red team's first
+            # launch wrote x + r and r, its second their difference
+            copied = [sources for _, other, sources in before if other.copied_into(now)] \
+                + [sources for other, sources in self.known.values() if other.copied_into(now)]
             address = _storage(t).data_ptr()
             new = self.sources_of(t).union(*copied) if copied else self._fresh_value(t)
             written[address] = written.get(address, frozenset()) | new
@@ -561,7 +564,7 @@ class _Watcher(TorchDispatchMode):
         record = self.record
         read = frozenset().union(*(record.sources_of(t) for t in _tensors_in((args, kwargs)))) \
             if name not in ALLOCATIONS else frozenset()
-        if name in LINEAR_OPS and name not in PRODUCTS:
+        if name in LINEAR_OPS:   # products too: [x + r | r] @ [I; -I] is x again (a red team's)
             read = record.values_from_launches(out, read)
         for t in _tensors_in(out):
             record.sources[_storage(t).data_ptr()] = read
