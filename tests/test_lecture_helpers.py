@@ -154,3 +154,30 @@ def test_roofline_widget_redraws_on_change():
     assert box.redraws == 4
     assert "ridge point 100 FLOP/byte" in box.summary.value
     assert plt.get_fignums() == []
+
+
+# --- GELU's tail (the bias + GELU reference) ----------------------------------------------------
+
+def _exact_tail(u):
+    return np.array([math.erfc(abs(v) / math.sqrt(2.0)) / 2.0 for v in u])
+
+
+def test_gelu_tail_fit_is_as_accurate_as_the_solution_says():
+    u = np.linspace(0.0, day1.GELU_TAIL_RANGE, 20001)
+    error = np.abs(day1.gelu_tail(u, day1.gelu_tail_fit(7)) / _exact_tail(u) - 1)
+    assert error.max() < 8e-7          # the figure the solution's comment gives
+    # a lower degree is measurably worse: the bound is the fit's, not the test's
+    assert np.abs(day1.gelu_tail(u, day1.gelu_tail_fit(5)) / _exact_tail(u) - 1).max() > 5e-6
+
+
+def test_the_bias_gelu_solution_uses_the_fitted_coefficients():
+    import json
+    import re
+    from conftest import REPO
+    source = "".join("".join(c["source"]) for c in json.load(open(REPO / "solutions/day1/bias_gelu.ipynb"))["cells"])
+    first = float(re.search(r"\bq = (-?[0-9.]+)\n", source).group(1))
+    rest = [float(sign + value) for sign, value in re.findall(r"q = q \* t ([+-]) ([0-9.]+)", source)]
+    written = [first] + rest
+    fitted = day1.gelu_tail_fit(7)
+    assert len(written) == len(fitted) == 8
+    assert np.allclose(written, fitted, rtol=2e-8, atol=2e-9)

@@ -168,10 +168,11 @@ VARIANTS = [
       "rmsnorm(x, w).pow(2).sum().backward()\nprint(x.grad.shape, w.grad.shape)": "pass"},
      ["does not come from a torch.autograd.Function"]),
     ("cross-entropy: ignored rows counted in the mean", "day2/cross_entropy", "day2.cross_entropy",
-     {"(targets != IGNORE_INDEX).sum()": "n_rows"}, ["(loss)", "elements differ", "-100"]),
+     {"    return total / count": "    return total / n_rows"}, ["(loss)", "elements differ", "-100"]),
     ("cross-entropy: only the first block of a row", "day2/cross_entropy", "day2.cross_entropy",
      {"for start in range(0, n_cols, BLOCK_SIZE):": "for start in range(0, BLOCK_SIZE, BLOCK_SIZE):",
-      "BLOCK_SIZE=min(2048, triton.next_power_of_2(n_cols))": "BLOCK_SIZE=min(512, triton.next_power_of_2(n_cols))"},
+      "BLOCK_SIZE=min(2048, max(64, triton.next_power_of_2(n_cols)))":
+      "BLOCK_SIZE=min(512, max(64, triton.next_power_of_2(n_cols)))"},
      ["elements differ"]),
     ("matmul: accumulating in fp16", "day3/matmul", "day3.matmul",
      {"acc = tl.dot(a, b, acc)": "acc = (acc.to(tl.float16) + tl.dot(a, b).to(tl.float16)).to(tl.float32)"},
@@ -221,25 +222,31 @@ VARIANTS = [
       "p_t = tl.where(offs_n[:, None] < offs_m[None, :], p_t, 0.0)"},
      ["(dk)", "causal", "wrong side of the diagonal"]),
     ("dropout: the seed is not used", "day5/dropout", "day5.dropout",
-     {"tl.rand4x(seed, tl.program_id(0)": "tl.rand4x(0, tl.program_id(0)"}, ["gave the same mask", "seed"]),
+     {"tl.randint4x(seed, tl.program_id(0)": "tl.randint4x(0, tl.program_id(0)"}, ["gave the same mask", "seed"]),
     ("dropout: the backward pass draws another mask", "day5/dropout", "day5.dropout",
      {"launch_dropout(dy.contiguous(), ctx.p, ctx.seed)": "launch_dropout(dy.contiguous(), ctx.p, ctx.seed + 1)"},
      ["backward pass dropped other elements"]),
-    ("dropout: four neighbours share one number", "day5/dropout", "day5.dropout",
-     {"tl.join(tl.join(r0, r2), tl.join(r1, r3))": "tl.join(tl.join(r0, r0), tl.join(r0, r0))"},
+    ("dropout: two neighbours share one number", "day5/dropout", "day5.dropout",
+     {"tl.join(w & 0xFFFF, w >> 16)": "tl.join(w & 0xFFFF, w & 0xFFFF)"},
      ["an element and its right neighbour are both kept"]),
+    ("dropout: a call's four numbers are one", "day5/dropout", "day5.dropout",
+     {"tl.join(tl.join(r0, r2), tl.join(r1, r3))": "tl.join(tl.join(r0, r0), tl.join(r0, r0))"},
+     ["elements 2 apart in memory are both kept"]),
     ("dropout: the forward keeps its output for the backward", "day5/dropout", "day5.dropout",
      {"        ctx.p, ctx.seed = p, seed\n        return launch_dropout(x.contiguous(), p, seed)":
       "        ctx.p, ctx.seed = p, seed\n        y = launch_dropout(x.contiguous(), p, seed)\n"
       "        ctx.save_for_backward(y)\n        return y"}, ["keeps a tensor", "the seed and p"]),
     ("dropout: the seed added to the program's index", "day5/dropout", "day5.dropout",
-     {"tl.rand4x(seed, tl.program_id(0) * (BLOCK // 4) + tl.arange(0, BLOCK // 4))":
-      "tl.rand4x(seed + tl.program_id(0), tl.arange(0, BLOCK // 4))"},
+     {"tl.randint4x(seed, tl.program_id(0) * (BLOCK // 8) + tl.arange(0, BLOCK // 8))":
+      "tl.randint4x(seed + tl.program_id(0), tl.arange(0, BLOCK // 8))"},
      ["moved by 4096 element(s)"]),
     ("dropout: kept values not scaled", "day5/dropout", "day5.dropout",
-     {"tl.where(r >= p, x * scale, 0.0)": "tl.where(r >= p, x, 0.0)"}, ["elements you kept", "x / (1 - p)"]),
+     {"tl.where(r >= threshold, x * scale, 0.0)": "tl.where(r >= threshold, x, 0.0)"},
+     ["elements you kept", "x / (1 - p)"]),
     ("dropout: keeps where the number is below p", "day5/dropout", "day5.dropout",
-     {"tl.where(r >= p, x * scale, 0.0)": "tl.where(r < p, x * scale, 0.0)"}, ["should be kept"]),
+     {"tl.where(r >= threshold, x * scale, 0.0)": "tl.where(r < threshold, x * scale, 0.0)"}, ["should be kept"]),
+    ("dropout: 16-bit numbers compared with p itself", "day5/dropout", "day5.dropout",
+     {"tl.math.ceil(p * 65536.0)": "tl.math.ceil(p)"}, ["should be kept"]),
     ("linear + cross-entropy: the mean over each chunk's rows", "day5/linear_cross_entropy",
      "day5.linear_cross_entropy",
      {"(z, targets[start:end], losses[start:end], scale, n_cols,":
@@ -397,15 +404,25 @@ class AddRMSNorm(torch.autograd.Function):
         return dx, dx, dw"""
 
 
+# The dropout reference's 16-bit numbers, taken out (an honest variant then draws its own r and compares it with p)
+_DRAW = "    r0, r1, r2, r3 = tl.randint4x(seed, tl.program_id(0) * (BLOCK // 8) + tl.arange(0, BLOCK // 8))\n"
+_NO_HALVES = {
+    _DRAW: "",
+    "    w = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), [BLOCK // 2]).to(tl.uint32, bitcast=True)\n": "",
+    "    r = tl.reshape(tl.join(w & 0xFFFF, w >> 16), [BLOCK])\n": "",
+    "    threshold = tl.math.ceil(p * 65536.0).to(tl.uint32)\n": "",
+    "r >= threshold": "r >= p",
+}
+
+
 HONEST_VARIANTS = [
     # one Philox call per element (lecture 02's first kernel): slower on a GPU, but a right dropout
     ("dropout: one number per element", "day5/dropout", "day5.dropout",
-     {"    r0, r1, r2, r3 = tl.rand4x(seed, tl.program_id(0) * (BLOCK // 4) + tl.arange(0, BLOCK // 4))\n": "",
-      "    r = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), [BLOCK])\n": "",
-      "    mask = offs < n\n": "    mask = offs < n\n    r = tl.rand(seed, offs)\n"}),
+     {**_NO_HALVES, "    mask = offs < n\n": "    mask = offs < n\n    r = tl.rand(seed, offs)\n"}),
     # the four numbers of a call given to four quarters of the block (lecture 02's kernel): as right
     ("dropout: four numbers to four quarters of the block", "day5/dropout", "day5.dropout",
-     {"    r = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), [BLOCK])\n": "",
+     {**_NO_HALVES,
+      _DRAW: "    r0, r1, r2, r3 = tl.rand4x(seed, tl.program_id(0) * (BLOCK // 4) + tl.arange(0, BLOCK // 4))\n",
       "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)\n": "",
       "    mask = offs < n\n": "",
       "    x = tl.load(x_ptr + offs, mask=mask)\n"
@@ -414,6 +431,25 @@ HONEST_VARIANTS = [
       + "".join(f"    x = tl.load(x_ptr + offs + {k} * (BLOCK // 4), mask=offs + {k} * (BLOCK // 4) < n)\n"
                 f"    tl.store(out_ptr + offs + {k} * (BLOCK // 4), tl.where(r{k} >= p, x * scale, 0.0)"
                 f".to(out_ptr.dtype.element_ty), mask=offs + {k} * (BLOCK // 4) < n)\n" for k in range(4))}),
+    # a call's four numbers to four neighbours, as floats (the earlier reference)
+    ("dropout: four float numbers to four neighbours", "day5/dropout", "day5.dropout",
+     {**_NO_HALVES,
+      _DRAW: "    r0, r1, r2, r3 = tl.rand4x(seed, tl.program_id(0) * (BLOCK // 4) + tl.arange(0, BLOCK // 4))\n"
+             "    r = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), [BLOCK])\n"}),
+    # one running max and sum per program, reduced across the program in every chunk, and PyTorch's
+    # four-kernel mean (the lecture's kernel, the earlier reference): slower, as right
+    ("cross-entropy: one running max per program", "day2/cross_entropy", "day2.cross_entropy", {
+        "    m = tl.full([BLOCK_SIZE // 8], -float(\"inf\"), tl.float32)\n"
+        "    s = tl.zeros([BLOCK_SIZE // 8], tl.float32)\n": "    m = -float(\"inf\")\n    s = 0.0\n",
+        "start + tl.arange(0, BLOCK_SIZE // 8)[:, None] * 8 + tl.arange(0, 8)[None, :]": "start + tl.arange(0, BLOCK_SIZE)",
+        "        m_new = tl.maximum(m, tl.max(z, axis=1))\n": "        m_new = tl.maximum(m, tl.max(z, axis=0))\n",
+        "        s = s * tl.exp2(m - m_shift) + tl.sum(tl.exp2(z - m_shift[:, None]), axis=1)\n":
+        "        s = s * tl.exp2(m - m_shift) + tl.sum(tl.exp2(z - m_shift), axis=0)\n",
+        "    m_row = tl.max(m, axis=0)\n    s_row = tl.sum(s * tl.exp2(m - m_row), axis=0)\n":
+        "    m_row = m\n    s_row = s\n",
+        "    tl.store(losses_ptr + n_rows + row, valid.to(tl.float32))\n": "",
+        "    losses = torch.empty(2, n_rows,": "    losses = torch.empty(n_rows,",
+        "    total, count = losses.sum(dim=1)\n    return total / count": "    return losses.sum() / (targets != IGNORE_INDEX).sum()"}),
     # dQ added up with atomics by the dK/dV programs into a float32 buffer (one sweep, as some libraries
     # do): results that vary in their last bits from run to run, but right
     ("attention backward: dQ by atomics", "day5/flash_attention_backward", "day5.attention_backward", {
@@ -528,9 +564,12 @@ HONEST_VARIANTS = [
       "    x = torch.addmm(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d), wo)  # x + a @ wo\n"
       "    h = RMSNorm.apply(x, norm2)\n":
       "    x, h = AddRMSNorm.apply(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d) @ wo, norm2)\n"}),
-    # integers compared with a threshold instead of floats with p
-    ("dropout: integer threshold", "day5/dropout", "day5.dropout",
-     {"tl.where(r >= p, x * scale, 0.0)": "tl.where((r * 16777216.0).to(tl.int32) >= (p * 16777216.0), x * scale, 0.0)"}),
+    # whole 32-bit integers, four per call, compared with p * 2^32
+    ("dropout: 32-bit integers against a threshold", "day5/dropout", "day5.dropout",
+     {"(BLOCK // 8) + tl.arange(0, BLOCK // 8))": "(BLOCK // 4) + tl.arange(0, BLOCK // 4))",
+      "[BLOCK // 2]).to(tl.uint32, bitcast=True)": "[BLOCK]).to(tl.uint32, bitcast=True)",
+      "    r = tl.reshape(tl.join(w & 0xFFFF, w >> 16), [BLOCK])\n": "    r = w\n",
+      "tl.math.ceil(p * 65536.0).to(tl.uint32)": "tl.math.ceil(p * 4294967296.0).to(tl.uint32)"}),
 ]
 
 

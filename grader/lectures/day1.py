@@ -298,3 +298,36 @@ def roofline_widget(bandwidth_tbs: float = H100_SXM["bandwidth_tbs"],
         slider.observe(redraw, names="value")
     redraw()
     return box
+
+
+# --------------------------------------------------------------------------------------------
+# GELU's tail for the bias + GELU kernel
+# --------------------------------------------------------------------------------------------
+#
+# GELU(u) = u * Phi(u), with Phi the normal distribution function, and Phi(u) = 1 - Phi(-u): a kernel
+# needs only the tail Phi(-|u|) = erfc(|u| / sqrt 2) / 2. Numerical Recipes (2nd ed., section 6.2,
+# erfcc) writes erfc(z) as t * exp(P(t) - z^2) with t = 1 / (1 + z / 2): the exp carries the Gaussian
+# decay, and what is left is a smooth function of t in (0, 1]. The course fits that rest itself, in
+# base 2 and with the 1/2 folded in, so that the kernel needs one exp2 and no extra multiplies:
+#     Phi(-|u|) = t * 2^(Q(t) - u^2 * log2(e) / 2),   t = 1 / (1 + |u| / (2 sqrt 2)).
+
+GELU_TAIL_RANGE = 13.0   # |u| beyond this: Phi(-|u|) < 1e-38, below float32's normal numbers anyway
+
+
+def gelu_tail_fit(degree: int = 7, u_max: float = GELU_TAIL_RANGE, points: int = 4000) -> list:
+    """Q's coefficients, highest power first: least squares at Chebyshev points of t over |u| <= u_max
+    (nearly the best fit in the largest error), of Q(t) = log2(Phi(-|u|) / t) + u^2 log2(e) / 2."""
+    t_min = 1.0 / (1.0 + u_max / (2.0 * math.sqrt(2.0)))
+    k = np.arange(points)
+    t = (t_min + 1.0) / 2.0 + (1.0 - t_min) / 2.0 * np.cos(np.pi * (k + 0.5) / points)
+    u = 2.0 * math.sqrt(2.0) * (1.0 / t - 1.0)
+    tail = np.array([math.erfc(v / math.sqrt(2.0)) / 2.0 for v in u])
+    q = np.log2(tail / t) + u * u / (2.0 * math.log(2.0))
+    return [float(c) for c in np.polyfit(t, q, degree)]
+
+
+def gelu_tail(u, coefficients) -> np.ndarray:
+    """Phi(-|u|) from the fit, in float64 (to measure the fit's own error, apart from float32's)."""
+    a = np.abs(np.asarray(u, dtype=np.float64))
+    t = 1.0 / (1.0 + a / (2.0 * math.sqrt(2.0)))
+    return t * np.exp2(np.polyval(coefficients, t) - a * a / (2.0 * math.log(2.0)))
