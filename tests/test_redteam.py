@@ -30,7 +30,7 @@ import triton.language as tl
 import grader
 import classroom
 from adversarial_class import cell, filled, insert_before
-from conftest import DEVICE, REPO, nbgrader, needs_gpu
+from conftest import DEVICE, REPO, nbgrader, needs_gpu, require_sandbox
 from grader.pipeline import batch, code_rules, sandbox, submissions
 from grader.compare import CheckFailed
 
@@ -509,7 +509,7 @@ def _grade(root, students: dict, timeout_s=120, sanitize=True):
 
 def test_a_notebook_cannot_change_another_students_submission(course_copy):
     # Each kernel runs as a user of its own where the grader is root (the container; CI): grader/pipeline/sandbox.py.
-    _require_sandbox()
+    require_sandbox()
     vandal = filled("day1", "vector_add")
     insert_before(vandal, "add", textwrap.dedent('''
         import pathlib
@@ -529,7 +529,7 @@ def test_a_notebook_cannot_make_the_grader_write_through_a_link_in_its_folder(co
     # team's notebook replaced itself there with a link to a classmate's blank submission, which nbgrader
     # then overwrote with the cheat's graded answers: the classmate scored full marks. The folder is taken
     # back, links removed, before nbgrader writes (grader/pipeline/sandbox.py, take_back).
-    _require_sandbox()
+    require_sandbox()
     linker = filled("day1", "vector_add")
     insert_before(linker, "add", textwrap.dedent('''
         import os
@@ -542,14 +542,6 @@ def test_a_notebook_cannot_make_the_grader_write_through_a_link_in_its_folder(co
     assert scores["zzz_friend"] == 0 and scores["aaa_linker"] > 0
     graded = course_copy / "grading" / "autograded" / "aaa_linker" / "day1" / "vector_add.ipynb"
     assert graded.is_file() and not graded.is_symlink()
-
-
-def _require_sandbox():
-    why_not = sandbox.unavailable()
-    if why_not:
-        if os.environ.get("REQUIRE_SANDBOX"):
-            pytest.fail(f"kernels cannot be sandboxed here: {why_not}")
-        pytest.skip(f"kernels cannot be sandboxed here: {why_not}")
 
 
 # Paths from a kernel's working folder, grading/autograded/<student>/day1: what a snooping student tries.
@@ -565,7 +557,7 @@ SNOOPED = {"classmates' submissions": "../../../submitted", "the gradebook": "..
 
 
 def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(course_copy):
-    _require_sandbox()
+    require_sandbox()
     (course_copy / "grading" / "feedback").mkdir(parents=True)
     snoop = filled("day1", "vector_add")
     # The process's own memory, by a path built at run time (the rules see only written-out paths):
@@ -620,7 +612,7 @@ def test_a_notebook_forks_and_allocates_only_so_far_and_all_it_leaves_running_is
     # A process that keeps forking and exiting (a new pid every moment, in a session of its own) slips
     # through a walk of the process tree; one that kills every other process of its user once its kernel
     # has ended killed a killer that was still starting (a red team's). Neither escapes now.
-    _require_sandbox()
+    require_sandbox()
     # (A kernel on a GPU machine has more threads of its own: torch's pools, CUDA's, Triton's compilers.)
     limit = 600 if DEVICE.is_gpu else 150
     monkeypatch.setenv("GRADER_PROCESS_LIMIT", str(limit))
@@ -797,7 +789,7 @@ def test_a_notebook_writes_files_only_so_large_and_leaves_none_behind(course_cop
     # every student, the disk fills across a batch. A kernel may write files of GRADER_FILE_SIZE_LIMIT_GIB at
     # most (1 GiB unless set; 8 MiB here), and what it made in its notebook's folder is removed when the
     # notebook ends (grader/pipeline/sandbox.py, reclaim). Written by code the submission rules may refuse.
-    _require_sandbox()
+    require_sandbox()
     monkeypatch.setenv("GRADER_FILE_SIZE_LIMIT_GIB", str(8 / 1024))
     nb = filled("day1", "vector_add")
     insert_before(nb, "test_add_correct", textwrap.dedent('''

@@ -20,7 +20,7 @@ import pytest
 import classroom
 import redteam_softmax_answers as answers
 from adversarial_class import cell
-from conftest import DEVICE, REPO, nbgrader
+from conftest import DEVICE, REPO, nbgrader, require_sandbox
 from grader.pipeline import batch, submissions
 
 DAY, NAME, SEED = "day2", "softmax", "271828"
@@ -113,6 +113,7 @@ def test_each_submission_scores_what_it_deserves(graded, student):
 
 
 def test_the_answer_cell_cannot_write_the_graders_files(graded):
+    require_sandbox()   # file modes keep the grader's files from the kernel's own user
     root, _, _, changed = graded
     assert not changed, f"written by a notebook: {changed}"
     nb, _ = _cells(root, "cheat_writes_the_grader")
