@@ -153,3 +153,37 @@ def test_spilled_registers_are_named_with_what_helps():
                                          "local_bytes": 96, "num_warps": 8, "shared": 0}])
     assert "96 bytes per thread of local memory" in lines[0] and "smaller blocks" in lines[0]
     assert "one SM holds 1 of its programs at once (8 warps, 12% occupancy, limited by registers)" in lines[0]
+
+
+@triton.jit
+def scale_block(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 3.0, mask=m)
+
+
+def _usage_of(*inputs):
+    """What gpu_compile says of scale_block launched on each of `inputs` in one visible check."""
+    def run(x):
+        out = torch.empty_like(x)
+        scale_block[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    with guard.interpreted_launches() as launches, guard.watch():
+        for x in inputs:
+            run(x)
+    judged, failures, usage = gpu_compile.check(launches)
+    assert failures == []
+    return judged, [u for u in usage if u["kernel"] == "scale_block"]
+
+
+def test_the_kernel_is_compiled_as_the_launcher_would_specialize_it():
+    # On a GPU, Triton's launcher compiles for addresses and sizes that are multiples of 16, and the
+    # compiler then loads 16 bytes at a time: fewer registers than a kernel that cannot assume it.
+    memory = torch.randn(4097)
+    aligned, odd = memory[:4096], memory[1:4096]      # an address 4 bytes past a multiple of 16, 4095 elements
+    _, [specialized] = _usage_of(aligned)
+    _, [plain] = _usage_of(odd)
+    assert specialized["registers"] < plain["registers"], (specialized, plain)
+    # Launches that differ only in that are compiled once, as the specialized one (the timed sizes are)
+    judged, [both] = _usage_of(odd, aligned)
+    assert both["registers"] == specialized["registers"]
+    assert judged == _usage_of(aligned)[0]

@@ -148,7 +148,8 @@ def _resolved(func, scope: dict, local: set):
 def _describe(value):
     import torch
     if isinstance(value, torch.Tensor):
-        return {"tensor": str(value.dtype).replace("torch.", "")}
+        # with whether its address is a multiple of 16 bytes, which Triton's launcher specializes on
+        return {"tensor": str(value.dtype).replace("torch.", ""), "aligned": value.data_ptr() % 16 == 0}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if hasattr(value, "value") and isinstance(getattr(value, "value"), (bool, int, float, str)):
@@ -324,23 +325,31 @@ except Exception:
 setup = json.loads(pathlib.Path(folder, "specs.json").read_text())
 TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
          "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
-failures, judged, usage = [], 0, []
+failures, judged, usage, jobs = [], 0, [], {}
 for spec in setup["specs"]:
     fn = getattr(student_kernels, spec["kernel"])
     values = dict(zip(fn.arg_names, spec["args"]))
     values.update({k: v for k, v in spec["kwargs"].items() if k in fn.arg_names})
     options = {k: v for k, v in spec["kwargs"].items() if k in ("num_warps", "num_stages")}
     signature, constexprs, unknown = {}, {}, False
+    # What the launcher assumes of a GPU launch and the compiler builds on (16-byte vector loads): pointers
+    # and integers that are multiples of 16. Without it the registers said would be those of a kernel with
+    # no vector loads (for Day 5's dropout 150, where an H200 ran it with 40).
+    divisible = {}
     for i, name in enumerate(fn.arg_names):
         v = values.get(name)
         if fn.params[i].is_constexpr:
             signature[name], constexprs[name] = "constexpr", v
         elif isinstance(v, dict) and "tensor" in v and v["tensor"] in TYPES:
             signature[name] = "*" + TYPES[v["tensor"]]
+            if v.get("aligned"):
+                divisible[(i,)] = [["tt.divisibility", 16]]
         elif isinstance(v, bool):
             signature[name] = "i1"
         elif isinstance(v, int):
             signature[name] = "i32" if -2**31 <= v < 2**31 else "i64"
+            if v % 16 == 0:
+                divisible[(i,)] = [["tt.divisibility", 16]]
         elif isinstance(v, float):
             signature[name] = "fp32"
         elif v is None and name not in values:
@@ -349,9 +358,15 @@ for spec in setup["specs"]:
             unknown = True
     if unknown:
         continue
+    # One compile per kernel, signature and options: of launches that differ only in what is a multiple of
+    # 16, the one with the most (a case's sizes vary; the timed, large one is usually the aligned one).
+    key = json.dumps([spec["kernel"], signature, constexprs, options], sort_keys=True, default=str)
+    if key not in jobs or len(divisible) > len(jobs[key][4]):
+        jobs[key] = (spec, fn, signature, constexprs, divisible, options)
+for spec, fn, signature, constexprs, divisible, options in jobs.values():
     for target_name, target in setup["targets"].items():
         try:
-            compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+            compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=divisible),
                                       target=GPUTarget(*target), options=options)
         except CompilationError as e:
             parts, cause = [str(e).strip()], e.__cause__
