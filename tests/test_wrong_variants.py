@@ -586,6 +586,16 @@ def test_a_replacement_that_matches_nothing_is_an_error():
         notebooks.run_code_cells(SOL / "day1" / "vector_add.ipynb", replace={"no such code": ""})
 
 
+def test_a_replacement_that_matches_only_a_comment_is_an_error():
+    # the cross-entropy answer names PyTorch's four-kernel mean in a comment: an edit of it changes nothing
+    with pytest.raises(ValueError, match="outside a comment"):
+        notebooks.run_code_cells(SOL / "day2" / "cross_entropy.ipynb",
+                                 replace={"(targets != IGNORE_INDEX).sum()": "n_rows"})
+    assert notebooks.occurs_as_code("x = 1  # y = 2\ny = 2\n", "y = 2")
+    assert not notebooks.occurs_as_code("x = 1  # y = 2\n", "y = 2")
+    assert notebooks.occurs_as_code("# ---- the block ---\n", "# ---- the block ---")   # an anchor that is a comment
+
+
 @pytest.mark.parametrize("replace, words", [
     ({"    x = tl.load(x_ptr + offsets, mask=mask)\n    y = tl.load(y_ptr + offsets, mask=mask)\n"
       "    tl.store(out_ptr + offsets, x + y, mask=mask)":

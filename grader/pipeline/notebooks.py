@@ -19,19 +19,31 @@ def is_test_cell(cell) -> bool:
     return bool(cell.metadata.get("nbgrader", {}).get("grade")) and cell.cell_type == "code"
 
 
+def occurs_as_code(source: str, snippet: str) -> bool:
+    """Whether `snippet` occurs in `source` somewhere other than inside a comment (no `#` before it on its
+    line). A variant whose edit lands only in a comment runs the answer unchanged: a wrong variant that
+    edited a comment once graded right, and so tested nothing."""
+    start = source.find(snippet)
+    while start >= 0:
+        if "#" not in source[source.rfind("\n", 0, start) + 1:start]:
+            return True
+        start = source.find(snippet, start + 1)
+    return False
+
+
 def run_code_cells(path: Path, namespace: dict | None = None, replace: dict | None = None) -> dict:
     """Execute every code cell except the graded test cells; return the resulting namespace.
 
     `replace` maps snippets of code to what they become, to run a deliberately broken variant of a
-    notebook (each snippet must occur in it).
+    notebook (each snippet must occur in it as code, not only in a comment).
     """
     nb = nbformat.read(path, as_version=4)
     namespace = {"__name__": "__notebook__"} if namespace is None else namespace
     sources = [c.source for c in nb.cells]
     for old, new in (replace or {}).items():
         hits = [i for i, src in enumerate(sources) if old in src]
-        if not hits:
-            raise ValueError(f"{path}: no cell contains {old!r}")
+        if not any(occurs_as_code(sources[i], old) for i in hits):
+            raise ValueError(f"{path}: no cell contains {old!r}" + (" outside a comment" if hits else ""))
         for i in hits:
             sources[i] = sources[i].replace(old, new)
     for i, (cell, source) in enumerate(zip(nb.cells, sources)):
