@@ -169,6 +169,15 @@ VARIANTS = [
      ["does not come from a torch.autograd.Function"]),
     ("cross-entropy: ignored rows counted in the mean", "day2/cross_entropy", "day2.cross_entropy",
      {"    return total / count": "    return total / n_rows"}, ["(loss)", "elements differ", "-100"]),
+    # exp built from `div` alone on the logits (a red team's, with no real kernel): nonlinear PyTorch work
+    # on a tensor larger than a row count
+    ("cross-entropy: exp of the logits from divisions in PyTorch", "day2/cross_entropy", "day2.cross_entropy",
+     {"    total, count = losses.sum(dim=1)\n":
+      "    e = torch.stack([torch.ones_like(logits, dtype=torch.float64), logits.double() / 2.0 ** 30]).sum(dim=0)\n"
+      "    for _ in range(30):\n"
+      "        e = e / (torch.ones_like(e) / e)\n"
+      "    total, count = losses.sum(dim=1)\n"},
+     ["aten.div of two tensors"]),
     ("cross-entropy: only the first block of a row", "day2/cross_entropy", "day2.cross_entropy",
      {"for start in range(0, n_cols, BLOCK_SIZE):": "for start in range(0, BLOCK_SIZE, BLOCK_SIZE):",
       "BLOCK_SIZE=min(2048, max(64, triton.next_power_of_2(n_cols)))":
@@ -436,6 +445,13 @@ HONEST_VARIANTS = [
      {**_NO_HALVES,
       _DRAW: "    r0, r1, r2, r3 = tl.rand4x(seed, tl.program_id(0) * (BLOCK // 4) + tl.arange(0, BLOCK // 4))\n"
              "    r = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), [BLOCK])\n"}),
+    # the mean written with the mask of counted rows, as many honest answers do
+    ("cross-entropy: the mean of the counted rows' losses", "day2/cross_entropy", "day2.cross_entropy",
+     {"    total, count = losses.sum(dim=1)\n    return total / count":
+      "    return losses[0][targets != IGNORE_INDEX].mean()"}),
+    ("cross-entropy: the losses times a mask, over the mask's sum", "day2/cross_entropy", "day2.cross_entropy",
+     {"    total, count = losses.sum(dim=1)\n    return total / count":
+      "    valid = (targets != IGNORE_INDEX).float()\n    return (losses[0] * valid).sum() / valid.sum()"}),
     # one running max and sum per program, reduced across the program in every chunk, and PyTorch's
     # four-kernel mean (the lecture's kernel, the earlier reference): slower, as right
     ("cross-entropy: one running max per program", "day2/cross_entropy", "day2.cross_entropy", {
