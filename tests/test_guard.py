@@ -117,6 +117,51 @@ def test_a_few_values_read_out_are_honest_an_element_by_element_answer_is_not():
         torch.set_printoptions(profile="default")
 
 
+def test_a_few_values_put_into_tensors_are_honest_a_mask_from_the_host_is_not():
+    import numpy as np
+    from grader.student.guard import HOST_ELEMENTS
+    with watch() as record:    # a seed, p, a few constants
+        torch.tensor([12345]), torch.tensor(0.1), torch.from_numpy(np.arange(8.0)), torch.as_tensor([1.0, 2.0])
+    assert record.forbidden() == []
+    drawn = (np.random.default_rng(0).random(HOST_ELEMENTS + 1) >= 0.5).astype(np.uint8)
+    for put_in, name in ((lambda: torch.from_numpy(drawn), "torch.tensor or torch.from_numpy"),
+                         (lambda: torch.tensor(drawn.tolist()), "torch.tensor or torch.from_numpy"),
+                         (lambda: torch.as_tensor(drawn), "torch.tensor or torch.from_numpy"),
+                         (lambda: torch.frombuffer(bytearray(drawn.tobytes()), dtype=torch.uint8), "torch.frombuffer"),
+                         (lambda: torch.utils.dlpack.from_dlpack(drawn), "torch.utils.dlpack.from_dlpack"),
+                         (lambda: torch.UntypedStorage.from_buffer(drawn.tobytes(), dtype=torch.uint8),
+                          "UntypedStorage.from_buffer")):
+        with watch() as record:
+            put_in()
+        assert record.forbidden() == [f"{name} (more than {HOST_ELEMENTS} values put into tensors from Python or "
+                                      f"NumPy: what they hold was computed outside Triton)"], name
+    assert torch.frombuffer(bytearray(drawn.tobytes()), dtype=torch.uint8).numel() == drawn.size   # outside: as before
+
+
+def test_a_sum_over_more_than_the_limit_is_refused():
+    x = torch.randn(8, 100)
+    with watch(sum_limit=32, also_allowed=("sum",)) as record:
+        x[:, :4].sum(), x[:4, :8].sum(dim=1)
+    assert record.forbidden() == []
+    with watch(sum_limit=32, also_allowed=("sum",)) as record:
+        x.sum(dim=1)
+    assert record.forbidden() == ["aten.sum of 800 elements (PyTorch may sum at most 32 elements at once here)"]
+
+
+def test_what_a_call_allocated_is_known_by_weak_reference():
+    kept = []
+    with watch(allocations=True) as record:
+        a, b = torch.empty(100), torch.zeros(50)
+        kept.append(b.view(5, 10))
+        a.view(10, 10)              # a view makes nothing
+    # (the empty one in the middle of guard bytes: more bytes than its own)
+    assert [shape for _, _, shape, _, _ in record.allocations] == [(100,), (50,)]
+    assert record.allocations[0][1] > 400 and record.allocations[1][1] == 200
+    allocations = record.allocations
+    del a, b, record      # (the record holds the guard bytes around `a` while it lives)
+    assert [ref.expired() for ref, *_ in allocations] == [True, False]   # b lives on in the view
+
+
 def test_honest_hooks_run_watched_and_pass():
     # Triton's own idioms: an autotune config whose pre_hook zeroes the output (an atomics kernel does),
     # a heuristic that picks a block size. They run inside the launch but are the student's code, so

@@ -6,7 +6,7 @@ import pytest
 
 import grader
 from grader.pipeline import notebooks
-from conftest import REPO, on_cpu_only
+from conftest import DEVICE, REPO, on_cpu_only
 from test_memory import FLOAT32_SUM
 
 SOL = REPO / "solutions"
@@ -136,6 +136,69 @@ NORM_FROM_MEAN_SQUARES = ("        s = ms * 0.5 + 0.5\n"
                           "        D.view(-1)[::n + 1].copy_(w)\n"
                           "        y.copy_((x * rstd[:, None]) @ D)\n")
 
+
+# Dropout's masks applied by a kernel of their own (for the variants that draw or keep a mask elsewhere)
+_MASK_KERNEL = {"def launch_dropout(x, p, seed):": """@triton.jit
+def masked_kernel(x_ptr, keep_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    keep = tl.load(keep_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, tl.where(keep != 0, x * scale, 0.0).to(out_ptr.dtype.element_ty), mask=offs < n)
+
+
+def launch_masked(x, keep, scale):
+    out = torch.empty_like(x)
+    masked_kernel[(triton.cdiv(x.numel(), 1024),)](x, keep, out, x.numel(), scale, BLOCK=1024)
+    return out
+
+
+import random
+import numpy as np
+_MASKS = {}
+
+
+def launch_dropout(x, p, seed):"""}
+
+
+# A mask made on the host: in the interpreter, more values put into tensors than a few constants; on a GPU
+# its copy to the device is refused first (the first case has one element)
+HOST_MASK = "copy to cuda" if DEVICE.is_gpu else "put into tensors from Python or NumPy"
+
+
+def _masked_launch(draw: str) -> dict:
+    """launch_dropout with its mask drawn by `draw` (as `keep`, on the host) and applied by a kernel."""
+    return {**_MASK_KERNEL,
+            "    out = torch.empty_like(x)\n    n = x.numel()\n": draw + "    return launch_masked(x, keep.to(x.device), "
+            "1.0 / (1.0 - p))\n    out = torch.empty_like(x)\n    n = x.numel()\n"}
+
+
+def _kept_mask(keep: str, use: str) -> dict:
+    """A forward that draws the mask with the kernel (1 / (1 - p) where kept) and keeps it by `keep`, and a
+    backward that applies what `use` gives back."""
+    return {**_MASK_KERNEL,
+            "        ctx.p, ctx.seed = p, seed\n":
+            "        ctx.p, ctx.seed = p, seed\n        keep = launch_dropout(torch.ones_like(x), p, seed)\n"
+            f"        {keep}\n",
+            "        return launch_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None":
+            f"        return launch_masked(dy.contiguous(), {use}, 1.0 / (1.0 - ctx.p)), None, None"}
+
+
+# Cross-entropy with a kernel for exp(z) and one for the log of PyTorch's row sums
+EXP_AND_LOG_KERNELS = """@triton.jit
+def exp_kernel(z_ptr, e_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(e_ptr + offs, tl.exp(tl.load(z_ptr + offs, mask=offs < n).to(tl.float32)), mask=offs < n)
+
+
+@triton.jit
+def log_kernel(sums_ptr, z_ptr, targets_ptr, losses_ptr, n_cols, ignore_index):
+    row = tl.program_id(0)
+    target = tl.load(targets_ptr + row)
+    valid = target != ignore_index
+    z = tl.load(z_ptr + row * n_cols + target, mask=valid, other=0.0).to(tl.float32)
+    tl.store(losses_ptr + row, tl.where(valid, tl.log(tl.load(sums_ptr + row)) - z, 0.0))
+    tl.store(losses_ptr + tl.num_programs(0) + row, valid.to(tl.float32))"""
+
 VARIANTS = [
     # (id, notebook, exercise key, {old: new}, words the message must contain)
     ("softmax: no max subtraction", "day2/softmax", "day2.softmax",
@@ -178,6 +241,19 @@ VARIANTS = [
       "        e = e / (torch.ones_like(e) / e)\n"
       "    total, count = losses.sum(dim=1)\n"},
      ["aten.div of two tensors"]),
+    # a kernel that writes only exp(z), PyTorch summing each row over the vocabulary, another kernel taking
+    # the log (a red team's): the sum over a row is the exercise's work
+    ("cross-entropy: the row sums in PyTorch", "day2/cross_entropy", "day2.cross_entropy",
+     {"def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:": EXP_AND_LOG_KERNELS
+      + "\n\ndef cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:",
+      "    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n":
+      "    e = torch.empty(n_rows, n_cols, dtype=torch.float32, device=logits.device)\n"
+      "    exp_kernel[(triton.cdiv(e.numel(), 1024),)](logits, e, e.numel(), BLOCK=1024)\n"
+      "    sums = e.sum(dim=1)\n"
+      "    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n"
+      "    log_kernel[(n_rows,)](sums, logits, targets, losses, n_cols, IGNORE_INDEX)\n",
+      "    cross_entropy_kernel[(n_rows,)](logits, targets, losses, n_cols, IGNORE_INDEX,\n": "    (lambda *a, **k: None)(",
+     }, ["aten.sum of", "at most"]),
     ("cross-entropy: only the first block of a row", "day2/cross_entropy", "day2.cross_entropy",
      {"for start in range(0, n_cols, BLOCK_SIZE):": "for start in range(0, BLOCK_SIZE, BLOCK_SIZE):",
       "BLOCK_SIZE=min(2048, max(64, triton.next_power_of_2(n_cols)))":
@@ -245,6 +321,36 @@ VARIANTS = [
      {"        ctx.p, ctx.seed = p, seed\n        return launch_dropout(x.contiguous(), p, seed)":
       "        ctx.p, ctx.seed = p, seed\n        y = launch_dropout(x.contiguous(), p, seed)\n"
       "        ctx.save_for_backward(y)\n        return y"}, ["keeps a tensor", "the seed and p"]),
+    # masks from outside Triton (a red team's): drawn by NumPy or Python's random for the seed, so the same
+    # seed gives the same mask and the statistics pass, and only applied by a kernel
+    ("dropout: a mask drawn by NumPy", "day5/dropout", "day5.dropout",
+     _masked_launch("    keep = torch.from_numpy((np.random.default_rng(seed).random(x.numel()) >= p).astype(np.uint8))\n"),
+     [HOST_MASK]),
+    ("dropout: a mask drawn by Python's random", "day5/dropout", "day5.dropout",
+     _masked_launch("    rng = random.Random(seed)\n"
+                    "    keep = torch.tensor([rng.random() >= p for _ in range(x.numel())], dtype=torch.uint8)\n"),
+     [HOST_MASK]),
+    ("dropout: a mask from a buffer of NumPy's", "day5/dropout", "day5.dropout",
+     _masked_launch("    drawn = (np.random.default_rng(seed).random(x.numel()) >= p).astype(np.uint8)\n"
+                    "    keep = torch.frombuffer(bytearray(drawn.tobytes()), dtype=torch.uint8)\n"),
+     [HOST_MASK]),
+    # a mask the kernel drew, kept for the backward where ctx's attributes do not show it (a red team's)
+    ("dropout: the mask kept in a list on ctx", "day5/dropout", "day5.dropout",
+     _kept_mask("ctx.kept = [keep]", "ctx.kept[0]"), ["still alive after it returned", "the seed and p"]),
+    ("dropout: the mask kept in a module-level dict", "day5/dropout", "day5.dropout",
+     _kept_mask("_MASKS[seed] = keep", "_MASKS[ctx.seed]"), ["still alive after it returned"]),
+    ("dropout: the mask kept in a closure on ctx", "day5/dropout", "day5.dropout",
+     _kept_mask("ctx.mask_of = lambda: keep", "ctx.mask_of()"), ["still alive after it returned"]),
+    # the output kept (in a list, unseen on ctx) and its zeros taken as the mask: the grader overwrites the
+    # output's memory before the backward
+    ("dropout: the backward reads the mask from the output", "day5/dropout", "day5.dropout",
+     {**_MASK_KERNEL,
+      "        ctx.p, ctx.seed = p, seed\n        return launch_dropout(x.contiguous(), p, seed)":
+      "        ctx.p, ctx.seed = p, seed\n        y = launch_dropout(x.contiguous(), p, seed)\n"
+      "        ctx.box = [y]\n        return y",
+      "        return launch_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None":
+      "        return launch_masked(dy.contiguous(), ctx.box[0], 1.0 / (1.0 - ctx.p)), None, None"},
+     ["backward pass dropped other elements", "overwritten"]),
     ("dropout: the seed added to the program's index", "day5/dropout", "day5.dropout",
      {"tl.randint4x(seed, tl.program_id(0) * (BLOCK // 8) + tl.arange(0, BLOCK // 8))":
       "tl.randint4x(seed + tl.program_id(0), tl.arange(0, BLOCK // 8))"},
@@ -580,6 +686,10 @@ HONEST_VARIANTS = [
       "    x = torch.addmm(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d), wo)  # x + a @ wo\n"
       "    h = RMSNorm.apply(x, norm2)\n":
       "    x, h = AddRMSNorm.apply(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d) @ wo, norm2)\n"}),
+    # the seed kept on ctx as a one-element tensor, not a number: nothing of the mask is kept
+    ("dropout: the seed kept as a tensor", "day5/dropout", "day5.dropout",
+     {"        ctx.p, ctx.seed = p, seed\n": "        ctx.p, ctx.seed_t = p, torch.tensor([seed])\n",
+      "launch_dropout(dy.contiguous(), ctx.p, ctx.seed)": "launch_dropout(dy.contiguous(), ctx.p, int(ctx.seed_t))"}),
     # whole 32-bit integers, four per call, compared with p * 2^32
     ("dropout: 32-bit integers against a threshold", "day5/dropout", "day5.dropout",
      {"(BLOCK // 8) + tl.arange(0, BLOCK // 8))": "(BLOCK // 4) + tl.arange(0, BLOCK // 4))",

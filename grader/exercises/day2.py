@@ -131,10 +131,12 @@ cross_entropy = KernelExercise(
     tolerances={d: (1e-5, 1e-4) for d in (torch.float32, torch.float16, torch.bfloat16)},
     # The final mean over rows, however it is written (a mask's mean, a product with the mask); on tensors
     # of more elements than there are rows only linear maps, so that the loss itself is the kernels' work
-    # (a red team built exp from `div` alone on the logits, with no real kernel).
+    # (a red team built exp from `div` alone on the logits, with no real kernel), and sums of a few numbers
+    # per row only, so that the sum over the vocabulary is too (another's kernel wrote only exp(z)).
     also_allowed=("sum", "div", "mean", "ne", "clamp", "clamp_min", "index", "mul", "where", "masked_select",
                   "nonzero"),
     linear_above=lambda logits, *rest: logits.shape[0],
+    sum_limit=lambda logits, *rest: 4 * logits.shape[0],
     output_names=("loss",),
     speed_hint="read each row of logits once: loop over it in chunks of a few thousand values, carrying the "
                "running max and sum (the online log-sum-exp), and load the target's logit once. Eager "

@@ -172,7 +172,9 @@ def _judge_dropout(args, outputs, dy, label):
         counts = dy != 0   # (a random dy can hold an exact 0)
         if not torch.equal((dx != 0) & counts, kept & counts):
             raise CheckFailed(f"{title} on {label}: your backward pass dropped other elements than your forward pass. "
-                              f"Draw the same numbers again from the seed and the same indices (keep the seed in ctx).")
+                              f"Draw the same numbers again from the seed and the same indices (keep the seed in ctx). "
+                              f"Your output's memory is overwritten before your backward runs: a mask read from it "
+                              f"is lost.")
         want = torch.where(kept, (dy.float() / (1 - p)).to(dy.dtype), torch.zeros_like(dy))
         message = describe_mismatch(f"{title} backward on {label} (the gradient of x)", dx, want, atol, rtol,
                                     "dx = dy / (1 - p) where the forward kept the element, 0 elsewhere.")
@@ -298,6 +300,7 @@ linear_cross_entropy = KernelExercise(
     # default: up to a fifth of its time at C = 1024); on tensors larger than one number per row (the logits,
     # the gradients) only linear ones: the softmax and the loss are the kernel's
     linear_above=lambda h, *rest: h.shape[0],
+    sum_limit=lambda h, *rest: 4 * h.shape[0],
     library_kernels=("gemm", "nvjet", "cutlass", "xmma", "splitKreduce", "CUDAFunctor_add", "MulFunctor"),
     speed_hint="the three products (logits, dh, dW) are the whole cost: leave them to cuBLAS (torch.mm with "
                "out=, addmm_ into the weight's gradient) on chunks of 1024 rows or more, and make your kernel "

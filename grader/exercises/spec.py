@@ -61,6 +61,10 @@ class KernelExercise:
     # scalings, additions, float casts, products: guard.LINEAR_OPS), so many times, and only so many other
     # ops to smaller ones. The nonlinear work (a softmax, a loss) must be the student's kernels'.
     linear_above: Callable = None
+    # (the call's tensors) -> the most elements one PyTorch sum (sum, mean, ...) may read: a few numbers
+    # per row, where the sum over a row is the kernel's work (cross-entropy's over the vocabulary; a red
+    # team's kernel wrote exp(z) and PyTorch summed each row)
+    sum_limit: Callable = None
     backward: bool = False         # check the gradients of fn's output (an autograd.Function)
     # The output comes from autograd through the student's Functions and the permitted products and
     # additions (a whole block: also_allowed and linear_above say what PyTorch may do), not from one Function.
@@ -99,7 +103,8 @@ class KernelExercise:
     judge_calls: Callable = None
     judged_backward: bool = False
     # The backward pass must recompute what it needs: the forward may keep no tensor for it (dropout's
-    # mask, drawn again from the seed), in save_for_backward or as an attribute of ctx.
+    # mask, drawn again from the seed), in save_for_backward, on ctx, or anywhere else (checks.
+    # _keeps_no_tensor), nor find one in its output's memory (overwritten before the backward runs).
     keeps_no_tensor: bool = False
 
     def __post_init__(self):

@@ -112,17 +112,22 @@ def watch_student(spec, inputs, **options):
     """guard.watch with what the exercise permits on a call with these `inputs` (the forward's, first):
     its extra ops, and only linear maps of large tensors where it says so (spec.linear_above)."""
     bound = spec.linear_above(*_tensors_in(inputs)) if spec.linear_above else None
-    return watch(also_allowed=spec.also_allowed, linear_above=bound, **options)
+    sum_limit = spec.sum_limit(*_tensors_in(inputs)) if spec.sum_limit else None
+    return watch(also_allowed=spec.also_allowed, linear_above=bound, sum_limit=sum_limit, **options)
 
 
-def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None):
+def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None, allocations: list | None = None):
     """Call the student's function once under the guard; raise CheckFailed with a reason if it cheats.
-    (`tune_briefly`: see guard.watch; the case at the timed shape tunes as Triton does, for the timing.)"""
+    (`tune_briefly`: see guard.watch; the case at the timed shape tunes as Triton does, for the timing.
+    `allocations`: a list that gets what the call's PyTorch ops allocated, CallRecord.allocations.)"""
     saved = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     on_host = memcheck.host_copies(args)   # for the sanitizer, if the call breaks the CUDA context
     try:
-        with stderr_to_stdout(), watch_student(spec, args, tune_briefly=tune_briefly) as record:
+        with stderr_to_stdout(), watch_student(spec, args, tune_briefly=tune_briefly,
+                                               allocations=allocations is not None) as record:
             got = fn(*args)
+        if allocations is not None:
+            allocations += record.allocations
         if _device.current().is_gpu:
             torch.cuda.synchronize()
     except CheckFailed:
@@ -247,11 +252,11 @@ def _differentiable(args):
     return [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
 
 
-def _student_graph(spec, fn, args, label):
+def _student_graph(spec, fn, args, label, allocations: list | None = None):
     """Run the student's forward on copies that require grad; return (output, leaves)."""
     leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
               else a for a in args]
-    y = run_student(spec, fn, leaves, label)
+    y = run_student(spec, fn, leaves, label, allocations=allocations)
     return from_a_function(spec, y, f"the output on {label}"), _differentiable(leaves)
 
 
@@ -318,12 +323,14 @@ def judged_outputs(spec, fn, args, gen, label) -> tuple:
     for i, call_args in enumerate(spec.judge_calls(args)):
         if spec.judged_backward and i == 0:
             with no_saved_tensor_hooks(spec):
-                graph += _student_graph(spec, fn, call_args, label)
+                allocations = [] if spec.keeps_no_tensor else None
+                graph += _student_graph(spec, fn, call_args, label, allocations)
                 y, leaves = graph
+                outputs.append(y.detach().clone())
                 if spec.keeps_no_tensor:
-                    _keeps_no_tensor(spec, y, label)
+                    _keeps_no_tensor(spec, y, label, allocations)
+                    _overwrite(y)
                 grads = _student_grads(spec, y, leaves, dy, label)
-            outputs.append(y.detach())
             del y, leaves
         else:
             outputs += _plain(spec, _as_tuple(run_student(spec, fn, call_args, label)), label)
@@ -352,14 +359,44 @@ def let_go(spec, outputs: tuple, graph: list, label) -> tuple:
     return copies
 
 
-def _keeps_no_tensor(spec, y, label) -> None:
-    """The forward pass kept no tensor for the backward (its ctx is y.grad_fn): none saved, none set."""
-    kept = [name for name, value in vars(y.grad_fn).items() if isinstance(value, torch.Tensor)]
-    if y.grad_fn.saved_tensors or kept:
+# What a forward pass that keeps nothing for its backward may still keep, in bytes: a seed, p or an offset
+# held as a small tensor (a mask of so few bits would cover too few elements to pass)
+KEPT_BYTES = 64
+
+
+def _keeps_no_tensor(spec, y, label, allocations: list) -> None:
+    """The forward pass kept no tensor for the backward (its ctx is y.grad_fn): none saved, none set on
+    ctx, and none of the memory it allocated still alive once it returned, other than its output's (a red
+    team kept its mask in a list on ctx, in a module-level dict and in a closure)."""
+    big = lambda t: _storage_bytes(t) > KEPT_BYTES
+    kept = [name for name, value in vars(y.grad_fn).items() if isinstance(value, torch.Tensor) and big(value)]
+    if any(big(t) for t in y.grad_fn.saved_tensors) or kept:
         what = f"ctx.{kept[0]}" if kept else "ctx.save_for_backward"
         raise CheckFailed(f"{spec.title} on {label}: your forward pass keeps a tensor for the backward ({what}). "
                           f"The backward pass must draw the mask again from what it keeps of the forward: the "
                           f"seed and p, two numbers.")
+    gc.collect()
+    output = torch._C.TensorBase.untyped_storage(y).data_ptr()
+    alive = [(shape, dtype) for ref, nbytes, shape, dtype, address in allocations
+             if nbytes > KEPT_BYTES and address != output and not ref.expired()]
+    if alive:
+        shape, dtype = alive[0]
+        raise CheckFailed(f"{spec.title} on {label}: a tensor your forward pass made (shape {tuple(shape)}, "
+                          f"{str(dtype).replace('torch.', '')}) is still alive after it returned, besides its "
+                          f"output: kept for the backward, in a list, a dict, a global or a closure. The backward "
+                          f"pass must draw the mask again from what it keeps of the forward: the seed and p, two "
+                          f"numbers.")
+
+
+def _storage_bytes(t: torch.Tensor) -> int:
+    return torch._C.TensorBase.untyped_storage(t).nbytes()
+
+
+def _overwrite(y: torch.Tensor) -> None:
+    """Fill the memory of the forward's output with NaNs (all bits set) before the backward runs: one that
+    keeps nothing needs none of it, and a mask read from the output (y != 0), or hidden in its memory past
+    the elements, is lost. (The output's values were copied before.)"""
+    torch.empty(0, dtype=torch.uint8, device=y.device).set_(torch._C.TensorBase.untyped_storage(y)).fill_(0xFF)
 
 
 def expected_gradients(spec, args, gen, dtype) -> tuple:

@@ -58,7 +58,10 @@ LARGE_OPS_PER_ROW, SMALL_OPS_PER_ROW, OPS_FREE = 16, 4, 64
 # Values read out of tensors into Python or NumPy (`.item()`, `.tolist()`, `.numpy()`, a print): honest
 # code reads a few (a count of non-ignored labels before launching, as Liger-Kernel's cross-entropy does;
 # a debugging `print(out[:4].tolist())`); computing the answer on the host needs the whole tensor. More
-# than this many elements in one call is computing outside Triton.
+# than this many elements in one call is computing outside Triton. The same bound holds for values put
+# into tensors from Python or NumPy (`torch.tensor(list)`, `torch.from_numpy`, `torch.frombuffer`): a
+# scalar or a few constants are fine; a red team's dropout drew its mask with NumPy and only applied it
+# in a kernel.
 HOST_ELEMENTS = 64
 
 # Allocations whose contents are undefined: the guard fills them with poison (compare.POISON_BITS) so
@@ -116,6 +119,12 @@ class CallRecord:
     # the guard sees (_note_sources), an in-place op it does not (the version counter, in the key).
     sketches: dict = field(default_factory=dict)
     follow_copies: bool = True   # watch(follow_copies=)
+    # watch(sum_limit=): the most elements one PyTorch sum may read (Day 2's cross-entropy: a few numbers
+    # per row, so that the sum over a row of logits is the kernel's)
+    sum_limit: int | None = None
+    # watch(allocations=True): what the call's PyTorch ops allocated, [(StorageWeakRef, bytes, shape, dtype, address)],
+    # so that a caller can ask which of them outlived it (a dropout forward that keeps its mask)
+    allocations: list | None = None
     # The sketches and sources of the floating values launches were handed, not launches' own outputs
     # ({_sketch_key: (_Sketch, sources)}): what PyTorch may copy again (values_from_launches)
     known: dict = field(default_factory=dict)
@@ -313,6 +322,10 @@ def _storage(t: torch.Tensor):
     return torch._C.TensorBase.untyped_storage(t)   # the method itself, not the guard's wrapper
 
 
+# Reductions that add up a tensor's elements (watch(sum_limit=))
+SUMS = frozenset("sum mean nansum nanmean sum_to_size cumsum cumsum_ logsumexp".split())
+
+
 # Products, with the positions of their two factors. A product is linear in each factor, not in both:
 # a red team computed squares, and from them a whole norm, softmax and SwiGLU, from products of a tensor
 # with itself or with another made from the same input (x @ x.T, the diagonal of an outer product). With
@@ -486,6 +499,7 @@ class _Watcher(TorchDispatchMode):
         self.allowed = allowed
         self.in_triton = 0
         self.host_elements = 0
+        self.put_elements = 0
 
     def read_out(self, what: str, elements: int) -> None:
         """The student's code took `elements` values out of PyTorch by `what`."""
@@ -494,6 +508,13 @@ class _Watcher(TorchDispatchMode):
         if self.host_elements - elements <= HOST_ELEMENTS < self.host_elements:   # said once, when crossed
             self.record.torch_ops.append(f"{what} (more than {HOST_ELEMENTS} values read out of tensors "
                                          "into Python; printing a few is fine)")
+
+    def put_in(self, what: str, elements: int) -> None:
+        """The student's code made tensors of `elements` values from Python or NumPy by `what`."""
+        self.put_elements += elements
+        if self.put_elements - elements <= HOST_ELEMENTS < self.put_elements:   # said once, when crossed
+            self.record.torch_ops.append(f"{what} (more than {HOST_ELEMENTS} values put into tensors from Python "
+                                         f"or NumPy: what they hold was computed outside Triton)")
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -510,6 +531,8 @@ class _Watcher(TorchDispatchMode):
         name = func.overloadpacket.__name__
         if name == "_local_scalar_dense":
             self.read_out("Tensor.item", 1)
+        elif name == "lift_fresh":   # a tensor made from Python data: torch.tensor, from_numpy, as_tensor
+            self.put_in("torch.tensor or torch.from_numpy", sum(t.numel() for t in _tensors_in(out)))
         elif name not in self.allowed:
             self.record.torch_ops.append(f"aten.{name}")
         elif name == "_to_copy" and "device" in kwargs and args and \
@@ -519,7 +542,24 @@ class _Watcher(TorchDispatchMode):
             out = self.record.guarded(out)
         if self.record.linear_above is not None:
             self._bookkeeping_only(func, name, args, kwargs, out)
+        if self.record.sum_limit is not None and name in SUMS:
+            read = max((t.numel() for t in _tensors_in((args, kwargs))), default=0)
+            if read > self.record.sum_limit:
+                self.record.torch_ops.append(f"aten.{name} of {_elements(read)} (PyTorch may sum at most "
+                                             f"{_elements(self.record.sum_limit)} at once here)")
+        if self.record.allocations is not None:
+            self._note_allocations(args, kwargs, out)
         return out
+
+    def _note_allocations(self, args, kwargs, out) -> None:
+        """Remember, by weak reference, the memory an op made (not a view of its arguments' memory)."""
+        from torch.multiprocessing.reductions import StorageWeakRef
+        used = {_storage(t).data_ptr() for t in _tensors_in((args, kwargs))}
+        for t in _tensors_in(out):
+            storage = _storage(t)
+            if storage.data_ptr() not in used and storage.nbytes():
+                self.record.allocations.append((StorageWeakRef(storage), storage.nbytes(), tuple(t.shape), t.dtype,
+                                                storage.data_ptr()))
 
     def _bookkeeping_only(self, func, name, args, kwargs, out) -> None:
         """watch(linear_above=bound): only linear maps of large tensors, and only so many ops on them and
@@ -1150,6 +1190,29 @@ def _exit_wrapper(name: str, original):
     return leave
 
 
+# Ways into PyTorch that no ATen op shows: a tensor or storage over memory PyTorch did not allocate
+# (torch.tensor, torch.from_numpy and torch.as_tensor show as aten.lift_fresh)
+ENTRIES = ((torch, "frombuffer"), (torch, "from_dlpack"), (torch.utils.dlpack, "from_dlpack"), (torch, "from_file"),
+           (torch.UntypedStorage, "from_buffer"), (torch.UntypedStorage, "from_file"))
+
+
+def _entry_wrapper(what: str, original):
+    def enter(*args, **kwargs):
+        state = _active
+        if state is None or state.watcher.in_triton:
+            return original(*args, **kwargs)
+        state.watcher.in_triton += 1
+        try:
+            made = original(*args, **kwargs)
+        finally:
+            state.watcher.in_triton -= 1
+        elements = made.nbytes() if isinstance(made, torch.UntypedStorage) else \
+            made.numel() if isinstance(made, torch.Tensor) else HOST_ELEMENTS + 1
+        state.watcher.put_in(what, elements)
+        return made
+    return enter
+
+
 def _storage_elements(tensor) -> int:
     try:
         return torch._C.TensorBase.untyped_storage(tensor).nbytes() // max(tensor.element_size(), 1)
@@ -1178,6 +1241,12 @@ def _install() -> None:
     for name in EXITS:
         if hasattr(torch.Tensor, name):
             setattr(torch.Tensor, name, _exit_wrapper(name, getattr(torch.Tensor, name)))
+    for owner, name in ENTRIES:
+        if hasattr(owner, name):
+            what = f"{getattr(owner, '__name__', 'torch')}.{name}"
+            original = getattr(owner, name)
+            setattr(owner, name, staticmethod(_entry_wrapper(what, original)) if isinstance(owner, type)
+                    else _entry_wrapper(what, original))
     # Work in another thread: the dispatch mode is the calling thread's alone, so PyTorch there would go
     # unseen. An honest wrapper starts no thread and hands nothing to a pool.
     import concurrent.futures
@@ -1203,7 +1272,8 @@ def _tensors_in(values):
 
 @contextmanager
 def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: bool | None = None,
-          memory: bool = False, linear_above: int | None = None, follow_copies: bool = True):
+          memory: bool = False, linear_above: int | None = None, follow_copies: bool = True,
+          sum_limit: int | None = None, allocations: bool = False):
     """Run a block under the watcher; yields the CallRecord it fills in.
 
     `also_allowed` names extra ATen ops an exercise permits (e.g. "sum" to add up per-block partials).
@@ -1218,9 +1288,12 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     compared with its arguments (CallRecord.after_launch). For timed calls: the comparison is GPU work
     of the grader's own, which would be timed and profiled as the student's. Their correctness checks
     compare, and the profiled call's share of PyTorch kernels still shows PyTorch doing the work.
+    `sum_limit`: no PyTorch sum may read more elements than this.
+    `allocations`: note what the block's ops allocate (CallRecord.allocations).
     """
     global _active
-    record = CallRecord(touched={} if memory else None, linear_above=linear_above, follow_copies=follow_copies)
+    record = CallRecord(touched={} if memory else None, linear_above=linear_above, follow_copies=follow_copies,
+                        sum_limit=sum_limit, allocations=[] if allocations else None)
     _note_replaced_operators(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     outer, _active = _active, _Watch(record, watcher, compile_ahead=ops if tune_briefly is None else tune_briefly)
