@@ -470,6 +470,9 @@ VARIANTS = [
            "torch.bmm(x.view(-1, 1, n), copy.view(-1, n, 1)).view(-1)", "bmm")]],
     ("bias + GELU: bias of the row instead of the column", "day1/bias_gelu", "day1.bias_gelu",
      {"b_ptr + offsets % n_cols": "b_ptr + (offsets // n_cols) % n_cols"}, ["elements differ", "offset % n_cols"]),
+    # max(u, 0) - u * Phi(-|u|): right for u >= 0, the sign of the tail's term wrong below 0
+    ("bias + GELU: |u| dropped from the tail's term", "day1/bias_gelu", "day1.bias_gelu",
+     {"tl.minimum(tl.abs(u), 3.4028234663852886e38) * tail": "u * tail"}, ["elements differ"]),
     ("vector add: grid rounded down", "day1/vector_add", "day1.vector_add",
      {"triton.cdiv(n_elements, BLOCK_SIZE)": "max(1, n_elements // BLOCK_SIZE)"}, ["never written", "triton.cdiv"]),
 ]
@@ -690,6 +693,12 @@ HONEST_VARIANTS = [
     ("dropout: the seed kept as a tensor", "day5/dropout", "day5.dropout",
      {"        ctx.p, ctx.seed = p, seed\n": "        ctx.p, ctx.seed_t = p, torch.tensor([seed])\n",
       "launch_dropout(dy.contiguous(), ctx.p, ctx.seed)": "launch_dropout(dy.contiguous(), ctx.p, int(ctx.seed_t))"}),
+    # GELU's tail with a division and a select (the earlier reference): as right
+    ("bias + GELU: 1 / d and a select", "day1/bias_gelu", "day1.bias_gelu",
+     {"    d = 1.0 + tl.abs(u) * 0.35355339059327373\n    t = tl.math.rsqrt(d * d)\n":
+      "    t = 1.0 / (1.0 + tl.abs(u) * 0.35355339059327373)\n",
+      "    y = tl.maximum(u, 0.0) - tl.minimum(tl.abs(u), 3.4028234663852886e38) * tail\n":
+      "    y = u * tl.where(u >= 0, 1.0 - tail, tail)\n"}),
     # whole 32-bit integers, four per call, compared with p * 2^32
     ("dropout: 32-bit integers against a threshold", "day5/dropout", "day5.dropout",
      {"(BLOCK // 8) + tl.arange(0, BLOCK // 8))": "(BLOCK // 4) + tl.arange(0, BLOCK // 4))",
