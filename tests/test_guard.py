@@ -106,7 +106,8 @@ def test_a_few_values_read_out_are_honest_an_element_by_element_answer_is_not():
                      lambda t: __import__("pickle").dumps(t), lambda t: [repr(t[i:i + 30]) for i in range(0, 100, 30)]):
         with watch() as record:
             take_out(x)
-        assert len(record.forbidden()) == 1 and "values read out" in record.forbidden()[0], take_out
+        # (bytes() of a storage also makes a tensor of it, put in: said as well)
+        assert any("values read out" in f for f in record.forbidden()), take_out
     torch.set_printoptions(threshold=10**9, precision=10)
     try:
         with watch() as record:
@@ -138,14 +139,18 @@ def test_a_few_values_put_into_tensors_are_honest_a_mask_from_the_host_is_not():
     assert torch.frombuffer(bytearray(drawn.tobytes()), dtype=torch.uint8).numel() == drawn.size   # outside: as before
 
 
-def test_a_sum_over_more_than_the_limit_is_refused():
-    x = torch.randn(8, 100)
+def test_a_sum_over_more_than_the_limit_is_refused_slice_by_slice_too():
+    x, losses = torch.randn(8, 100), torch.randn(2, 8)
     with watch(sum_limit=32, also_allowed=("sum",)) as record:
-        x[:, :4].sum(), x[:4, :8].sum(dim=1)
+        losses.sum(dim=1), losses[0].sum()
+        small = torch.empty(2, 8)   # (an empty one has guard bytes around it: not counted)
+        small.sum()
     assert record.forbidden() == []
-    with watch(sum_limit=32, also_allowed=("sum",)) as record:
-        x.sum(dim=1)
-    assert record.forbidden() == ["aten.sum of 800 elements (PyTorch may sum at most 32 elements at once here)"]
+    refused = ["aten.sum of 800 elements (PyTorch may sum at most 32 elements at once here)"]
+    for sums in (lambda: x.sum(dim=1), lambda: x[:, :4].sum(), lambda: [x[r, :2].sum() for r in range(8)]):
+        with watch(sum_limit=32, also_allowed=("sum",)) as record:
+            sums()
+        assert record.forbidden() == refused
 
 
 def test_what_a_call_allocated_is_known_by_weak_reference():
@@ -154,9 +159,8 @@ def test_what_a_call_allocated_is_known_by_weak_reference():
         a, b = torch.empty(100), torch.zeros(50)
         kept.append(b.view(5, 10))
         a.view(10, 10)              # a view makes nothing
-    # (the empty one in the middle of guard bytes: more bytes than its own)
     assert [shape for _, _, shape, _, _ in record.allocations] == [(100,), (50,)]
-    assert record.allocations[0][1] > 400 and record.allocations[1][1] == 200
+    assert [n for _, n, *_ in record.allocations] == [400, 200]   # what each spans, not the guard bytes
     allocations = record.allocations
     del a, b, record      # (the record holds the guard bytes around `a` while it lives)
     assert [ref.expired() for ref, *_ in allocations] == [True, False]   # b lives on in the view
@@ -565,7 +569,7 @@ def _column_at_a_time(h, w, t):
     (lambda h, w, t: torch.ones(1, device=h.device).div(torch.mm(h, w.t())), "aten.div by a tensor of more than 6"),
     (lambda h, w, t: torch.div(torch.mm(h, w.t()), 0.25, rounding_mode="floor"), "aten.div with rounding"),
     (lambda h, w, t: kernels.add(torch.mm(h, w.t()), torch.zeros(6, 9, device=h.device)).reciprocal(), "aten.reciprocal on a tensor"),
-    (_column_at_a_time, "more than 88 PyTorch ops other than sums and scalings on tensors of 6 elements or fewer"),
+    (_column_at_a_time, "more than 160 PyTorch ops on tensors of more than 6 elements (or slices of them)"),
     # squares by products (a red team's norm, softmax and SwiGLU with no Triton math): the product of a
     # tensor with itself, with a copy of itself, with another made from it, or a row at a time
     (lambda h, w, t: torch.mm(h, h.t()).reshape(-1)[::7], "aten.mm of two factors computed from the same tensor"),

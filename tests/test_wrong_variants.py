@@ -183,7 +183,7 @@ def _kept_mask(keep: str, use: str) -> dict:
             f"        return launch_masked(dy.contiguous(), {use}, 1.0 / (1.0 - ctx.p)), None, None"}
 
 
-# Cross-entropy with a kernel for exp(z) and one for the log of PyTorch's row sums
+# Cross-entropy with a kernel for exp(z) and one for the log of PyTorch's row sums (the sums `e.sum(dim=1)`)
 EXP_AND_LOG_KERNELS = """@triton.jit
 def exp_kernel(z_ptr, e_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -198,6 +198,18 @@ def log_kernel(sums_ptr, z_ptr, targets_ptr, losses_ptr, n_cols, ignore_index):
     z = tl.load(z_ptr + row * n_cols + target, mask=valid, other=0.0).to(tl.float32)
     tl.store(losses_ptr + row, tl.where(valid, tl.log(tl.load(sums_ptr + row)) - z, 0.0))
     tl.store(losses_ptr + tl.num_programs(0) + row, valid.to(tl.float32))"""
+
+_ROW_SUMS = {
+    "def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:": EXP_AND_LOG_KERNELS
+    + "\n\ndef cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:",
+    "    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n":
+    "    e = torch.empty(n_rows, n_cols, dtype=torch.float32, device=logits.device)\n"
+    "    exp_kernel[(triton.cdiv(e.numel(), 1024),)](logits, e, e.numel(), BLOCK=1024)\n"
+    "    sums = e.sum(dim=1)\n"
+    "    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n"
+    "    log_kernel[(n_rows,)](sums, logits, targets, losses, n_cols, IGNORE_INDEX)\n",
+    "    cross_entropy_kernel[(n_rows,)](logits, targets, losses, n_cols, IGNORE_INDEX,\n": "    (lambda *a, **k: None)(",
+}
 
 VARIANTS = [
     # (id, notebook, exercise key, {old: new}, words the message must contain)
@@ -243,17 +255,32 @@ VARIANTS = [
      ["aten.div of two tensors"]),
     # a kernel that writes only exp(z), PyTorch summing each row over the vocabulary, another kernel taking
     # the log (a red team's): the sum over a row is the exercise's work
-    ("cross-entropy: the row sums in PyTorch", "day2/cross_entropy", "day2.cross_entropy",
-     {"def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:": EXP_AND_LOG_KERNELS
-      + "\n\ndef cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:",
-      "    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n":
-      "    e = torch.empty(n_rows, n_cols, dtype=torch.float32, device=logits.device)\n"
-      "    exp_kernel[(triton.cdiv(e.numel(), 1024),)](logits, e, e.numel(), BLOCK=1024)\n"
-      "    sums = e.sum(dim=1)\n"
-      "    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n"
-      "    log_kernel[(n_rows,)](sums, logits, targets, losses, n_cols, IGNORE_INDEX)\n",
-      "    cross_entropy_kernel[(n_rows,)](logits, targets, losses, n_cols, IGNORE_INDEX,\n": "    (lambda *a, **k: None)(",
-     }, ["aten.sum of", "at most"]),
+    ("cross-entropy: the row sums in PyTorch", "day2/cross_entropy", "day2.cross_entropy", _ROW_SUMS,
+     ["aten.sum of", "at most"]),
+    # ... the same, each row summed a few columns at a time, the partial sums joined and summed again
+    ("cross-entropy: the row sums in PyTorch, slice by slice", "day2/cross_entropy", "day2.cross_entropy",
+     {**_ROW_SUMS, "    sums = e.sum(dim=1)\n":
+      "    k = max(n_rows, 2)\n"
+      "    row_sums = []\n"
+      "    for r in range(n_rows):\n"
+      "        parts = [e[r, j:j + k].sum() for j in range(0, n_cols, k)]\n"
+      "        while len(parts) > 1:\n"
+      "            parts = [torch.stack(parts[i:i + 15]).sum() for i in range(0, len(parts), 15)]\n"
+      "        row_sums.append(parts[0].reshape(1))\n"
+      "    sums = torch.cat(row_sums)\n"}, ["aten.sum of", "at most"]),
+    # ... and each row's slices of at most 1024 copied out first, so that no sum reads a slice of the logits:
+    # an op for each slice, more than the bound on ops permits where there are few rows
+    ("cross-entropy: the row sums in PyTorch, slices copied out", "day2/cross_entropy", "day2.cross_entropy",
+     {**_ROW_SUMS, "    sums = e.sum(dim=1)\n":
+      "    sums = torch.stack([torch.stack([e[r, j:j + 1024].clone().sum() for j in range(0, n_cols, 1024)]).sum()\n"
+      "                        for r in range(n_rows)])\n"}, ["PyTorch ops on tensors of more than", "slices"]),
+    # PyTorch's own loss inside Tensor.apply_'s callback, behind a launch that computes nothing
+    ("cross-entropy: F.cross_entropy inside apply_", "day2/cross_entropy", "day2.cross_entropy",
+     {"    total, count = losses.sum(dim=1)\n    return total / count":
+      "    box = []\n"
+      "    torch.zeros(1).apply_(lambda v: box.append(torch.nn.functional.cross_entropy(logits.float(), targets, "
+      "ignore_index=IGNORE_INDEX)) or v)\n"
+      "    return box[0]"}, ["Tensor.apply_"]),
     ("cross-entropy: only the first block of a row", "day2/cross_entropy", "day2.cross_entropy",
      {"for start in range(0, n_cols, BLOCK_SIZE):": "for start in range(0, BLOCK_SIZE, BLOCK_SIZE):",
       "BLOCK_SIZE=min(2048, max(64, triton.next_power_of_2(n_cols)))":
@@ -334,6 +361,34 @@ VARIANTS = [
      _masked_launch("    drawn = (np.random.default_rng(seed).random(x.numel()) >= p).astype(np.uint8)\n"
                     "    keep = torch.frombuffer(bytearray(drawn.tobytes()), dtype=torch.uint8)\n"),
      [HOST_MASK]),
+    ("dropout: a mask read by torch.asarray from a buffer", "day5/dropout", "day5.dropout",
+     _masked_launch("    drawn = (np.random.default_rng(seed).random(x.numel()) >= p).astype(np.uint8)\n"
+                    "    keep = torch.asarray(bytearray(drawn.tobytes()), dtype=torch.uint8)\n"),
+     [HOST_MASK]),
+    ("dropout: a mask in a storage made from a list", "day5/dropout", "day5.dropout",
+     _masked_launch("    rng = random.Random(seed)\n"
+                    "    keep = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage("
+                    "[int(rng.random() >= p) for _ in range(x.numel())]))\n"),
+     [HOST_MASK]),
+    ("dropout: a mask written from the host in runs of fill_", "day5/dropout", "day5.dropout",
+     _masked_launch("    rng = random.Random(seed)\n"
+                    "    bits = [rng.random() >= p for _ in range(x.numel())] + [False]\n"
+                    "    keep = torch.zeros(x.numel(), dtype=torch.uint8, device=x.device)\n"
+                    "    start = None\n"
+                    "    for i, b in enumerate(bits):\n"
+                    "        if b and start is None:\n"
+                    "            start = i\n"
+                    "        elif not b and start is not None:\n"
+                    "            keep[start:i].fill_(1)\n"
+                    "            start = None\n"),
+     ["aten.fill_ with a number", "times"]),
+    # PyTorch's own random mask inside Tensor.apply_'s Python callback, where the guard once looked away
+    ("dropout: a torch.rand mask inside apply_", "day5/dropout", "day5.dropout",
+     _masked_launch("    box = []\n"
+                    "    torch.zeros(1).apply_(lambda v: box.append((torch.rand(x.shape, generator=torch.Generator("
+                    "device=x.device).manual_seed(seed), device=x.device) >= p).to(torch.uint8)) or v)\n"
+                    "    keep = box[0]\n"),
+     ["Tensor.apply_", "aten.rand"]),
     # a mask the kernel drew, kept for the backward where ctx's attributes do not show it (a red team's)
     ("dropout: the mask kept in a list on ctx", "day5/dropout", "day5.dropout",
      _kept_mask("ctx.kept = [keep]", "ctx.kept[0]"), ["still alive after it returned", "the seed and p"]),
@@ -341,6 +396,25 @@ VARIANTS = [
      _kept_mask("_MASKS[seed] = keep", "_MASKS[ctx.seed]"), ["still alive after it returned"]),
     ("dropout: the mask kept in a closure on ctx", "day5/dropout", "day5.dropout",
      _kept_mask("ctx.mask_of = lambda: keep", "ctx.mask_of()"), ["still alive after it returned"]),
+    # ... in memory an in-place resize_ gave a tensor of no elements, or in a module-level buffer grown in
+    # the forward, or one made before the call (a red team's)
+    ("dropout: the mask kept in memory that resize_ gave", "day5/dropout", "day5.dropout",
+     {**_MASK_KERNEL,
+      "        ctx.p, ctx.seed = p, seed\n": "        ctx.p, ctx.seed = p, seed\n"
+      "        keep = torch.empty(0, dtype=x.dtype, device=x.device).resize_(x.shape)\n"
+      "        dropout_kernel[(triton.cdiv(x.numel(), 4096),)](torch.ones_like(x), keep, x.numel(), p, 1.0, seed, "
+      "BLOCK=4096)\n        ctx.kept = [keep]\n",
+      "        return launch_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None":
+      "        return launch_masked(dy.contiguous(), ctx.kept[0], 1.0 / (1.0 - ctx.p)), None, None"},
+     ["still alive after it returned"]),
+    ("dropout: the mask kept in a module-level buffer made before the call", "day5/dropout", "day5.dropout",
+     {**_MASK_KERNEL, "_MASKS = {}\n": "_KEEP = torch.empty(1 << 20, device=dev.torch_device)\n",
+      "        ctx.p, ctx.seed = p, seed\n": "        ctx.p, ctx.seed = p, seed\n        keep = _KEEP[:x.numel()]\n"
+      "        dropout_kernel[(triton.cdiv(x.numel(), 4096),)](torch.ones_like(x), keep, x.numel(), p, 1.0, seed, "
+      "BLOCK=4096)\n",
+      "        return launch_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None":
+      "        return launch_masked(dy.contiguous(), _KEEP, 1.0 / (1.0 - ctx.p)), None, None"},
+     ["memory from before the call", "kept between calls"]),
     # the output kept (in a list, unseen on ctx) and its zeros taken as the mask: the grader overwrites the
     # output's memory before the backward
     ("dropout: the backward reads the mask from the output", "day5/dropout", "day5.dropout",
@@ -362,6 +436,23 @@ VARIANTS = [
      {"tl.where(r >= threshold, x * scale, 0.0)": "tl.where(r < threshold, x * scale, 0.0)"}, ["should be kept"]),
     ("dropout: 16-bit numbers compared with p itself", "day5/dropout", "day5.dropout",
      {"tl.math.ceil(p * 65536.0)": "tl.math.ceil(p)"}, ["should be kept"]),
+    ("linear + cross-entropy: eager loss and autograd inside apply_", "day5/linear_cross_entropy",
+     "day5.linear_cross_entropy",
+     {"        h, w, targets = h.contiguous(), w.contiguous(), targets.contiguous()\n":
+      "        box = []\n"
+      "        def work(v):\n"
+      "            with torch.enable_grad():\n"
+      "                hh, ww = h.detach().requires_grad_(), w.detach().requires_grad_()\n"
+      "                loss = torch.nn.functional.cross_entropy(hh @ ww.t(), targets, ignore_index=-100)\n"
+      "                box.append((loss.detach(), *torch.autograd.grad(loss, (hh, ww))))\n"
+      "            return v\n"
+      "        torch.zeros(1).apply_(work)\n"
+      "        ce_grad_kernel[(1,)](torch.zeros(1, 1), torch.zeros(1, dtype=torch.int64), torch.empty(1), "
+      "torch.ones(1), 1, 1, BLOCK=16)\n"
+      "        ctx.grads = box[0][1:]\n"
+      "        return box[0][0]\n"
+      "        h, w, targets = h.contiguous(), w.contiguous(), targets.contiguous()\n"},
+     ["Tensor.apply_"]),
     ("linear + cross-entropy: the mean over each chunk's rows", "day5/linear_cross_entropy",
      "day5.linear_cross_entropy",
      {"(z, targets[start:end], losses[start:end], scale, n_cols,":
@@ -699,6 +790,64 @@ HONEST_VARIANTS = [
       "    t = 1.0 / (1.0 + tl.abs(u) * 0.35355339059327373)\n",
       "    y = tl.maximum(u, 0.0) - tl.minimum(tl.abs(u), 3.4028234663852886e38) * tail\n":
       "    y = u * tl.where(u >= 0, 1.0 - tail, tail)\n"}),
+    # a wrapper that flattens x for the Function and gives the shape back with a view
+    ("dropout: the Function on a flat view", "day5/dropout", "day5.dropout",
+     {"    return DropoutFunction.apply(x, p, seed)": "    return DropoutFunction.apply(x.reshape(-1), p, seed).view_as(x)"}),
+    # the forward saves its input (no mask in it; needless, but nothing of the mask is kept)
+    ("dropout: the forward saves its input", "day5/dropout", "day5.dropout",
+     {"        ctx.p, ctx.seed = p, seed\n": "        ctx.p, ctx.seed = p, seed\n        ctx.save_for_backward(x)\n"}),
+    # the seed as a one-element tensor made by empty and fill_
+    ("dropout: the seed kept as a filled tensor", "day5/dropout", "day5.dropout",
+     {"        ctx.p, ctx.seed = p, seed\n":
+      "        ctx.p, ctx.seed = p, seed\n"
+      "        ctx.seed_t = torch.empty(1, dtype=torch.int64, device=x.device).fill_(seed)\n",
+      "launch_dropout(dy.contiguous(), ctx.p, ctx.seed)": "launch_dropout(dy.contiguous(), ctx.p, int(ctx.seed_t))"}),
+    # the rows that count, counted as Unsloth's cross-entropy does, or by the ignored ones
+    ("cross-entropy: the count by count_nonzero", "day2/cross_entropy", "day2.cross_entropy",
+     {"    total, count = losses.sum(dim=1)\n    return total / count":
+      "    return losses[0].sum() / torch.count_nonzero(targets != IGNORE_INDEX)"}),
+    ("cross-entropy: the count as rows less the ignored", "day2/cross_entropy", "day2.cross_entropy",
+     {"    total, count = losses.sum(dim=1)\n    return total / count":
+      "    n_valid = n_rows - (targets == IGNORE_INDEX).sum()\n    return losses[0].sum() / n_valid"}),
+    # Day 5's mean written as Day 2's may be
+    ("linear + cross-entropy: the mean of the counted rows' losses", "day5/linear_cross_entropy",
+     "day5.linear_cross_entropy",
+     {"        return (losses.sum() * scale[0]).to(h.dtype)": "        return losses[targets != -100].mean().to(h.dtype)"}),
+    ("linear + cross-entropy: the mean through torch.where", "day5/linear_cross_entropy", "day5.linear_cross_entropy",
+     {"        return (losses.sum() * scale[0]).to(h.dtype)":
+      "        return (torch.where(targets != -100, losses, 0.0).sum() * scale[0]).to(h.dtype)"}),
+    # chunks of 4 rows, each chunk's gradient scaled by PyTorch with a Python float (the kernel gets 1):
+    # once refused for the guard's own reading of its figures, counted as the student's
+    ("linear + cross-entropy: the scale applied by PyTorch to small chunks", "day5/linear_cross_entropy",
+     "day5.linear_cross_entropy",
+     {"        chunk = 1024 if h.is_cuda else 16\n": "        chunk = 1024 if h.is_cuda else 4\n",
+      "        scale = 1.0 / (targets != -100).sum().clamp(min=1).to(torch.float32).reshape(1)   # stays on the GPU\n":
+      "        inv = 1.0 / max(int((targets != -100).sum()), 1)\n"
+      "        scale = torch.ones(1, dtype=torch.float32, device=h.device)\n",
+      "            torch.mm(z, w, out=grad_h[start:end])": "            z.mul_(inv)\n            torch.mm(z, w, out=grad_h[start:end])",
+      "        return (losses.sum() * scale[0]).to(h.dtype)": "        return (losses.sum() * inv).to(h.dtype)"}),
+    # Refused by the guard's first rules of 2026-11-29 (night) and found by a helper's sweep of honest code:
+    # a fixed grid of programs, each over every 32nd row, writing its loss sum and count (as persistent kernels do)
+    ('cross-entropy: a persistent grid of 32 programs, their partial sums added by PyTorch', 'day2/cross_entropy', 'day2.cross_entropy',
+     {'def cross_entropy(logits: torch.Tensor': '@triton.jit\ndef ce_persistent_kernel(logits_ptr, targets_ptr, partial_ptr, n_rows, n_cols, ignore_index,\n                         NUM_PROGRAMS: tl.constexpr, BLOCK_SIZE: tl.constexpr):\n    """A fixed number of programs, each looping over rows pid, pid + P, ...: its loss sum and count."""\n    pid = tl.program_id(0)\n    total = 0.0\n    count = 0.0\n    for row in range(pid, n_rows, NUM_PROGRAMS):\n        row_ptr = logits_ptr + row * n_cols\n        m = -float("inf")\n        s = 0.0\n        for start in range(0, n_cols, BLOCK_SIZE):\n            cols = start + tl.arange(0, BLOCK_SIZE)\n            z = tl.load(row_ptr + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)\n            m_new = tl.maximum(m, tl.max(z, axis=0))\n            s = s * tl.exp(m - m_new) + tl.sum(tl.exp(z - m_new), axis=0)\n            m = m_new\n        target = tl.load(targets_ptr + row)\n        valid = target != ignore_index\n        z_t = tl.load(row_ptr + target, mask=valid, other=0.0).to(tl.float32)\n        total += tl.where(valid, m + tl.log(s) - z_t, 0.0)\n        count += tl.where(valid, 1.0, 0.0)\n    tl.store(partial_ptr + pid, total)\n    tl.store(partial_ptr + NUM_PROGRAMS + pid, count)\n\n\ndef cross_entropy(logits: torch.Tensor', '    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n    cross_entropy_kernel[(n_rows,)](logits, targets, losses, n_cols, IGNORE_INDEX,\n                                    BLOCK_SIZE=min(2048, max(64, triton.next_power_of_2(n_cols))), num_warps=4)\n': '    P = 32\n    losses = torch.empty(2, P, dtype=torch.float32, device=logits.device)\n    ce_persistent_kernel[(P,)](logits, targets, losses, n_rows, n_cols, IGNORE_INDEX, NUM_PROGRAMS=P,\n                               BLOCK_SIZE=min(2048, max(64, triton.next_power_of_2(n_cols))))\n'}),
+    # the per-row buffer rounded up to 64 rows and zeroed, as FlashAttention rounds its log-sum-exp buffer
+    ('cross-entropy: the losses in a buffer padded to 64 rows', 'day2/cross_entropy', 'day2.cross_entropy',
+     {'losses_ptr, n_cols, ignore_index,\n': 'losses_ptr, n_cols, ignore_index, n_pad,\n', '    n_rows = tl.num_programs(0)\n': '    n_rows = n_pad\n', '    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n    cross_entropy_kernel[(n_rows,)](logits, targets, losses, n_cols, IGNORE_INDEX,\n                                    BLOCK_SIZE=min(2048, max(64, triton.next_power_of_2(n_cols))), num_warps=4)\n': '    n_pad = triton.cdiv(n_rows, 64) * 64\n    losses = torch.zeros(2, n_pad, dtype=torch.float32, device=logits.device)\n    cross_entropy_kernel[(n_rows,)](logits, targets, losses, n_cols, IGNORE_INDEX, n_pad,\n                                    BLOCK_SIZE=min(2048, max(64, triton.next_power_of_2(n_cols))), num_warps=4)\n'}),
+    # a workspace cached in a module-level dict, grown when a call needs more, then sliced
+    ('cross-entropy: a workspace kept between calls, grown when needed', 'day2/cross_entropy', 'day2.cross_entropy',
+     {'def cross_entropy(logits: torch.Tensor': '_workspace = {}\n\n\ndef cross_entropy(logits: torch.Tensor', '    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n': '    buf = _workspace.get(logits.device)\n    if buf is None or buf.numel() < 2 * n_rows:\n        buf = _workspace[logits.device] = torch.empty(2 * n_rows, dtype=torch.float32, device=logits.device)\n    losses = buf[:2 * n_rows].view(2, n_rows)\n'}),
+    # the losses' buffer from torch.full, the count kept at least 1 by torch.maximum
+    ('cross-entropy: the count kept at least 1 by torch.maximum', 'day2/cross_entropy', 'day2.cross_entropy',
+     {'    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n': '    losses = torch.full((2, n_rows), 0.0, dtype=torch.float32, device=logits.device)\n', '    total, count = losses.sum(dim=1)\n    return total / count': '    total, count = losses.sum(dim=1)\n    return total / torch.maximum(count, torch.tensor(1.0, device=count.device))'}),
+    # chunks of 2 rows with three fills of numbers each (a zeroed logits buffer, zeroed losses, a scale)
+    ('linear + cross-entropy: chunks of 2 rows, three fills each', 'day5/linear_cross_entropy', 'day5.linear_cross_entropy',
+     {'chunk = 1024 if h.is_cuda else 16': 'chunk = 1024 if h.is_cuda else 2', '            z = torch.mm(h[start:end], w.t())                      # (C, V): the only logits that exist\n': '            z = torch.empty((end - start, n_cols), device=h.device, dtype=h.dtype).fill_(0.0)\n            torch.mm(h[start:end], w.t(), out=z)\n            losses[start:end].fill_(0.0)\n            chunk_scale = torch.full((1,), 1.0, device=h.device) * scale\n', 'targets[start:end], losses[start:end], scale, n_cols,': 'targets[start:end], losses[start:end], chunk_scale, n_cols,'}),
+    # autotune configs whose pre_hook zeroes C by fill_(0), run before every benchmarked launch
+    ('matmul: an autotune pre_hook that zeroes C with fill_(0)', 'day3/matmul', 'day3.matmul',
+     {'def matmul_configs():\n': 'def _zero_c(nargs):\n    nargs["c_ptr"].fill_(0)\n\n\ndef matmul_configs():\n', '        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4, num_stages=1)]': '        return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 4}, num_warps=4, num_stages=1,\n                              pre_hook=_zero_c) for bm in (16, 32) for bn in (16, 32) for bk in (16, 32)]', '    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_warps=w, num_stages=s)': '    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_warps=w, num_stages=s, pre_hook=_zero_c)'}),
+    # RMSNorm's pattern: one float32 partial dW per chunk, summed by PyTorch at the end
+    ('linear + cross-entropy: a float32 partial dW per chunk, summed by PyTorch', 'day5/linear_cross_entropy', 'day5.linear_cross_entropy',
+     {"        grad_w = torch.zeros_like(w)       # summed in w's dtype by addmm_: no float32 copy of W's size\n": '        grad_w_parts = torch.empty((triton.cdiv(n, chunk), n_cols, h.shape[1]), dtype=torch.float32, device=h.device)\n', '            grad_w.addmm_(z.t(), h[start:end])                     # dL/dW += dZ^T h_c\n': '            torch.mm(z.t().float(), h[start:end].float(), out=grad_w_parts[start // chunk])\n', '        ctx.grads = (grad_h, grad_w)\n': '        grad_w = grad_w_parts.sum(0).to(w.dtype)\n        ctx.grads = (grad_h, grad_w)\n'}),
     # whole 32-bit integers, four per call, compared with p * 2^32
     ("dropout: 32-bit integers against a threshold", "day5/dropout", "day5.dropout",
      {"(BLOCK // 8) + tl.arange(0, BLOCK // 8))": "(BLOCK // 4) + tl.arange(0, BLOCK // 4))",

@@ -119,7 +119,8 @@ def watch_student(spec, inputs, **options):
 def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None, allocations: list | None = None):
     """Call the student's function once under the guard; raise CheckFailed with a reason if it cheats.
     (`tune_briefly`: see guard.watch; the case at the timed shape tunes as Triton does, for the timing.
-    `allocations`: a list that gets what the call's PyTorch ops allocated, CallRecord.allocations.)"""
+    `allocations`: a list that gets what the call's PyTorch ops allocated and what its launches were handed,
+    CallRecord.allocations and .launched.)"""
     saved = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     on_host = memcheck.host_copies(args)   # for the sanitizer, if the call breaks the CUDA context
     try:
@@ -127,7 +128,7 @@ def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None, al
                                                allocations=allocations is not None) as record:
             got = fn(*args)
         if allocations is not None:
-            allocations += record.allocations
+            allocations += [record.allocations, record.launched]
         if _device.current().is_gpu:
             torch.cuda.synchronize()
     except CheckFailed:
@@ -270,7 +271,7 @@ def from_a_function(spec, y, what: str):
         raise CheckFailed(f"{spec.title}: {what} is not computed through any torch.autograd.Function of yours "
                           f"(its grad_fn is {type(getattr(y, 'grad_fn', None)).__name__}). Wrap each kernel "
                           f"in a Function whose backward is your kernels, and call it with .apply(...).")
-    if not isinstance(getattr(y, "grad_fn", None), torch.autograd.function.BackwardCFunction):
+    if _function_node(getattr(y, "grad_fn", None)) is None:
         raise CheckFailed(f"{spec.title}: {what} does not come from a torch.autograd.Function (its grad_fn is "
                           f"{type(getattr(y, 'grad_fn', None)).__name__}). Return YourFunction.apply(...) so "
                           f"that autograd calls your backward.")
@@ -328,7 +329,7 @@ def judged_outputs(spec, fn, args, gen, label) -> tuple:
                 y, leaves = graph
                 outputs.append(y.detach().clone())
                 if spec.keeps_no_tensor:
-                    _keeps_no_tensor(spec, y, label, allocations)
+                    _keeps_no_tensor(spec, y, leaves, label, allocations)
                     _overwrite(y)
                 grads = _student_grads(spec, y, leaves, dy, label)
             del y, leaves
@@ -364,32 +365,62 @@ def let_go(spec, outputs: tuple, graph: list, label) -> tuple:
 KEPT_BYTES = 64
 
 
-def _keeps_no_tensor(spec, y, label, allocations: list) -> None:
-    """The forward pass kept no tensor for the backward (its ctx is y.grad_fn): none saved, none set on
-    ctx, and none of the memory it allocated still alive once it returned, other than its output's (a red
-    team kept its mask in a list on ctx, in a module-level dict and in a closure)."""
-    big = lambda t: _storage_bytes(t) > KEPT_BYTES
-    kept = [name for name, value in vars(y.grad_fn).items() if isinstance(value, torch.Tensor) and big(value)]
-    if any(big(t) for t in y.grad_fn.saved_tensors) or kept:
+def _keeps_no_tensor(spec, y, leaves, label, allocations: list) -> None:
+    """The forward pass kept no tensor for the backward (its ctx is the Function's node below y): none
+    saved, none set on ctx (but its inputs, or a few bytes: a seed), none of the memory it allocated still
+    alive once it returned, other than its output's (a red team kept its mask in a list on ctx, in a
+    module-level dict and in a closure), and no memory from before the call handed to its kernels (a
+    buffer kept between calls)."""
+    made, launched = allocations
+    inputs = {_storage_address(t) for t in leaves if isinstance(t, torch.Tensor)}
+    output = _storage_address(y)
+    node = _function_node(y.grad_fn)
+    kept_by_ctx = lambda t: _storage_address(t) not in inputs and t.numel() * t.element_size() > KEPT_BYTES
+    kept = [name for name, value in vars(node).items() if isinstance(value, torch.Tensor) and kept_by_ctx(value)]
+    if any(kept_by_ctx(t) for t in node.saved_tensors) or kept:
         what = f"ctx.{kept[0]}" if kept else "ctx.save_for_backward"
-        raise CheckFailed(f"{spec.title} on {label}: your forward pass keeps a tensor for the backward ({what}). "
-                          f"The backward pass must draw the mask again from what it keeps of the forward: the "
-                          f"seed and p, two numbers.")
+        _refuse_kept(spec, label, f"your forward pass keeps a tensor for the backward ({what})")
     gc.collect()
-    output = torch._C.TensorBase.untyped_storage(y).data_ptr()
-    alive = [(shape, dtype) for ref, nbytes, shape, dtype, address in allocations
+    alive = [(shape, dtype) for ref, nbytes, shape, dtype, address in made
              if nbytes > KEPT_BYTES and address != output and not ref.expired()]
     if alive:
         shape, dtype = alive[0]
-        raise CheckFailed(f"{spec.title} on {label}: a tensor your forward pass made (shape {tuple(shape)}, "
-                          f"{str(dtype).replace('torch.', '')}) is still alive after it returned, besides its "
-                          f"output: kept for the backward, in a list, a dict, a global or a closure. The backward "
-                          f"pass must draw the mask again from what it keeps of the forward: the seed and p, two "
-                          f"numbers.")
+        _refuse_kept(spec, label, f"a tensor your forward pass made (shape {tuple(shape)}, "
+                                  f"{str(dtype).replace('torch.', '')}) is still alive after it returned, besides its "
+                                  f"output: kept for the backward, in a list, a dict, a global or a closure")
+    ours = inputs | {output} | {address for *_, address in made}
+    older = [(shape, dtype) for address, (nbytes, shape, dtype) in launched.items()
+             if address not in ours and nbytes > KEPT_BYTES]
+    if older:
+        shape, dtype = older[0]
+        _refuse_kept(spec, label, f"your forward pass handed its kernel memory from before the call (a tensor of "
+                                  f"shape {tuple(shape)}, {str(dtype).replace('torch.', '')}, kept between calls)")
 
 
-def _storage_bytes(t: torch.Tensor) -> int:
-    return torch._C.TensorBase.untyped_storage(t).nbytes()
+def _refuse_kept(spec, label, what: str):
+    raise CheckFailed(f"{spec.title} on {label}: {what}. The backward pass must draw the mask again from what it "
+                      f"keeps of the forward: the seed and p, two numbers.")
+
+
+def _function_node(grad_fn):
+    """The torch.autograd.Function's node of an output, through the views a wrapper may take of it
+    (`Fn.apply(x.reshape(-1), ...).view_as(x)`), or None."""
+    while grad_fn is not None and not isinstance(grad_fn, torch.autograd.function.BackwardCFunction):
+        nexts = [f for f, _ in grad_fn.next_functions if f is not None]
+        if len(nexts) != 1 or not type(grad_fn).__name__.startswith(VIEW_NODES):
+            return None
+        grad_fn = nexts[0]
+    return grad_fn
+
+
+# Autograd's nodes for views, which a wrapper may put between a Function's output and what it returns
+VIEW_NODES = ("ViewBackward", "ReshapeAliasBackward", "UnsafeViewBackward", "AsStridedBackward", "AliasBackward",
+              "ExpandBackward", "PermuteBackward", "TransposeBackward", "TBackward", "SqueezeBackward",
+              "UnsqueezeBackward", "SliceBackward", "SelectBackward")
+
+
+def _storage_address(t: torch.Tensor) -> int:
+    return torch._C.TensorBase.untyped_storage(t).data_ptr()
 
 
 def _overwrite(y: torch.Tensor) -> None:

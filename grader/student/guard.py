@@ -125,6 +125,14 @@ class CallRecord:
     # watch(allocations=True): what the call's PyTorch ops allocated, [(StorageWeakRef, bytes, shape, dtype, address)],
     # so that a caller can ask which of them outlived it (a dropout forward that keeps its mask)
     allocations: list | None = None
+    # ... and the memory its Triton launches were handed ({address: (bytes, shape, dtype)})
+    launched: dict | None = None
+
+    def note_launched(self, values) -> None:
+        for t in _tensors_in(values):
+            storage = _storage(t)
+            if storage.nbytes():
+                self.launched.setdefault(storage.data_ptr(), (storage.nbytes(), tuple(t.shape), t.dtype))
     # The sketches and sources of the floating values launches were handed, not launches' own outputs
     # ({_sketch_key: (_Sketch, sources)}): what PyTorch may copy again (values_from_launches)
     known: dict = field(default_factory=dict)
@@ -238,6 +246,13 @@ class CallRecord:
                 found.add(storage.data_ptr())
         return found
 
+    def allocation_elements(self, t: torch.Tensor) -> int:
+        """How many elements the allocation t is a view of holds: its storage's, less the guard bytes around
+        an empty one (guarded, in this call or an earlier one: a workspace kept between calls). A sum of a
+        slice of the logits reads a small view of a large allocation."""
+        ref, elements = _GUARDED.get(_storage(t).data_ptr(), (None, 0))
+        return elements if ref is not None and not ref.expired() else _storage_elements(t)
+
     def kept_bytes(self, inputs) -> int:
         """Bytes of the storages the call used but did not make, other than those of `inputs`."""
         skip = {torch._C.TensorBase.untyped_storage(t).data_ptr() for t in _tensors_in(inputs)}
@@ -265,6 +280,7 @@ class CallRecord:
         moved = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, pad // t.element_size(), t.shape,
                                                                     t.stride())
         self.guards.append((memory, pad, moved))
+        _note_guarded(storage, moved.numel())
         return poison_(moved)
 
     # On a GPU, the first launch found to have written into guard bytes, and through which argument:
@@ -318,9 +334,25 @@ class CallRecord:
         return sorted(set(self.torch_ops)) + sorted(set(self.device_moves))
 
 
+# The memories guarded() made, by address: (a weak reference to the storage, the elements of the tensor in it)
+_GUARDED = {}
+
+
+def _note_guarded(storage, elements: int) -> None:
+    from torch.multiprocessing.reductions import StorageWeakRef
+    if len(_GUARDED) > 4 * MAX_GUARDED:   # forget those freed
+        for address in [a for a, (ref, _) in _GUARDED.items() if ref.expired()]:
+            del _GUARDED[address]
+    _GUARDED[storage.data_ptr()] = (StorageWeakRef(storage), elements)
+
+
 def _storage(t: torch.Tensor):
     return torch._C.TensorBase.untyped_storage(t)   # the method itself, not the guard's wrapper
 
+
+# Ops that write one number from Python into a tensor: each counts as one value put in (a red team wrote a
+# mask drawn on the host as runs of fill_(1); _Watcher._filled)
+FILLS = frozenset("fill_ full full_like new_full".split())
 
 # Reductions that add up a tensor's elements (watch(sum_limit=))
 SUMS = frozenset("sum mean nansum nanmean sum_to_size cumsum cumsum_ logsumexp".split())
@@ -440,7 +472,8 @@ def _sketch(t: torch.Tensor, positions: torch.Tensor) -> _Sketch:
         std, mean = torch.std_mean(v, correction=0)
         z = v.sub_(mean).div_(std)       # not finite where std is 0: such a tensor gets no moments
         z2 = z * z
-        figures = torch.stack(norms + [std, z2 @ z, z2 @ z2, torch.linalg.vector_norm(z, 6)]).tolist()
+        # (TensorBase's own tolist: the guard reading its figures is not the student reading values out)
+        figures = torch._C.TensorBase.tolist(torch.stack(norms + [std, z2 @ z, z2 @ z2, torch.linalg.vector_norm(z, 6)]))
     (l1, l2, l3, l4), std, (z3, z4, z6) = figures[:4], figures[4], figures[5:]
     mean_abs = l1 / n
     if not std > 0 or not mean_abs > 0:
@@ -500,6 +533,7 @@ class _Watcher(TorchDispatchMode):
         self.in_triton = 0
         self.host_elements = 0
         self.put_elements = 0
+        self.fills = set()   # (storage, offset, elements, value) of each fill with a number (_filled)
 
     def read_out(self, what: str, elements: int) -> None:
         """The student's code took `elements` values out of PyTorch by `what`."""
@@ -508,6 +542,20 @@ class _Watcher(TorchDispatchMode):
         if self.host_elements - elements <= HOST_ELEMENTS < self.host_elements:   # said once, when crossed
             self.record.torch_ops.append(f"{what} (more than {HOST_ELEMENTS} values read out of tensors "
                                          "into Python; printing a few is fine)")
+
+    def _filled(self, name, args, out) -> None:
+        """A fill with a number from Python: one value put in, where it lands somewhere new (an autotuner's
+        pre_hook that zeroes the output before every benchmarked run fills the same memory each time).
+        Honest code fills a few buffers, or one per chunk of rows: so many are permitted per row, where the
+        exercise has rows (linear_above), beyond the values a tensor may be made of."""
+        t = out if isinstance(out, torch.Tensor) else args[0]
+        value = next((a for a in reversed(args) if isinstance(a, (int, float, bool))), None)
+        self.fills.add((_storage(t).data_ptr(), t.storage_offset(), t.numel(), value))
+        limit = HOST_ELEMENTS + 4 * (self.record.linear_above or 0)
+        if len(self.fills) == limit + 1:   # said once, when crossed
+            self.record.torch_ops.append(f"aten.{name} with a number, {limit + 1} times (values from Python "
+                                         f"written into tensors a few at a time: what they hold was computed "
+                                         f"outside Triton)")
 
     def put_in(self, what: str, elements: int) -> None:
         """The student's code made tensors of `elements` values from Python or NumPy by `what`."""
@@ -520,6 +568,7 @@ class _Watcher(TorchDispatchMode):
         kwargs = kwargs or {}
         if getattr(func, "namespace", "aten") not in ("aten", "prims") and not self.in_triton:
             return self._custom_op(func, args, kwargs)
+        had = self._addresses((args, kwargs)) if self.record.allocations is not None and not self.in_triton else None
         out = func(*args, **kwargs)
         if self.in_triton:
             return out
@@ -533,6 +582,12 @@ class _Watcher(TorchDispatchMode):
             self.read_out("Tensor.item", 1)
         elif name == "lift_fresh":   # a tensor made from Python data: torch.tensor, from_numpy, as_tensor
             self.put_in("torch.tensor or torch.from_numpy", sum(t.numel() for t in _tensors_in(out)))
+        elif name == "set_" and any(isinstance(a, (torch.UntypedStorage, torch.TypedStorage)) for a in args):
+            # memory from a storage: made from a list (UntypedStorage([...])), or taken from a tensor (read out)
+            self.put_in("Tensor.set_ of a storage", max(a.nbytes() for a in args
+                                                        if isinstance(a, (torch.UntypedStorage, torch.TypedStorage))))
+        elif name in FILLS and not any(isinstance(a, torch.Tensor) for a in args[1:]):
+            self._filled(name, args, out)
         elif name not in self.allowed:
             self.record.torch_ops.append(f"aten.{name}")
         elif name == "_to_copy" and "device" in kwargs and args and \
@@ -543,22 +598,31 @@ class _Watcher(TorchDispatchMode):
         if self.record.linear_above is not None:
             self._bookkeeping_only(func, name, args, kwargs, out)
         if self.record.sum_limit is not None and name in SUMS:
-            read = max((t.numel() for t in _tensors_in((args, kwargs))), default=0)
+            # (a slice's sum counts what its allocation holds: a red team summed the logits slice by slice)
+            read = max((max(t.numel(), self.record.allocation_elements(t)) for t in _tensors_in((args, kwargs))),
+                       default=0)
             if read > self.record.sum_limit:
                 self.record.torch_ops.append(f"aten.{name} of {_elements(read)} (PyTorch may sum at most "
                                              f"{_elements(self.record.sum_limit)} at once here)")
-        if self.record.allocations is not None:
-            self._note_allocations(args, kwargs, out)
+        if had is not None:
+            self._note_allocations(had, (args, kwargs, out))
         return out
 
-    def _note_allocations(self, args, kwargs, out) -> None:
-        """Remember, by weak reference, the memory an op made (not a view of its arguments' memory)."""
+    @staticmethod
+    def _addresses(values) -> set:
+        return {_storage(t).data_ptr() for t in _tensors_in(values)}
+
+    def _note_allocations(self, had: set, values) -> None:
+        """Remember, by weak reference, the memory an op made: storage none of its arguments had before it
+        ran (a new tensor, or one an in-place resize_ moved to new memory), not a view of theirs. Its size is
+        what the tensor spans (without the guard bytes around an empty one)."""
         from torch.multiprocessing.reductions import StorageWeakRef
-        used = {_storage(t).data_ptr() for t in _tensors_in((args, kwargs))}
-        for t in _tensors_in(out):
+        for t in _tensors_in(values):
             storage = _storage(t)
-            if storage.data_ptr() not in used and storage.nbytes():
-                self.record.allocations.append((StorageWeakRef(storage), storage.nbytes(), tuple(t.shape), t.dtype,
+            if storage.data_ptr() not in had and storage.nbytes() and \
+                    storage.data_ptr() not in {a[4] for a in self.record.allocations}:
+                spanned = bounds.span_elements(t) * t.element_size()
+                self.record.allocations.append((StorageWeakRef(storage), spanned, tuple(t.shape), t.dtype,
                                                 storage.data_ptr()))
 
     def _bookkeeping_only(self, func, name, args, kwargs, out) -> None:
@@ -572,12 +636,15 @@ class _Watcher(TorchDispatchMode):
             record.beyond_bookkeeping = True
             return
         large = any(t.numel() > bound for t in _tensors_in((args, kwargs)))
-        if large and not _is_view(name, args, kwargs, out):
+        # an op on a slice of a large allocation counts as one on a large tensor (a red team summed the logits
+        # a few columns at a time, each slice no larger than the bound)
+        of_large = large or any(record.allocation_elements(t) > bound for t in _tensors_in((args, kwargs)))
+        if of_large and not _is_view(name, args, kwargs, out):
             record.large_ops += 1
             if record.large_ops == OPS_FREE + LARGE_OPS_PER_ROW * bound + 1:   # said once
                 record.beyond_bookkeeping = True
                 record.torch_ops.append(f"more than {record.large_ops - 1} PyTorch ops on tensors of more than "
-                                        f"{_elements(bound)}")
+                                        f"{_elements(bound)} (or slices of them)")
         elif not large and _beyond_linear(func, name, args, kwargs, out, 0):   # the same, on small tensors
             record.small_ops += 1
             if record.small_ops == OPS_FREE + SMALL_OPS_PER_ROW * bound + 1:
@@ -877,6 +944,7 @@ _active = None        # the _Watch in force, or None outside watch()
 # there (np.add(x, y) goes through __array__, np.from_dlpack(x) through __dlpack__).
 EXITS = ("numpy", "tolist", "__array__", "__dlpack__", "untyped_storage", "storage", "map_", "map2_", "apply_",
          "__repr__")
+CALLBACKS = ("map_", "map2_", "apply_")   # (a red team ran PyTorch's whole loss inside one: none is honest)
 
 
 def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
@@ -898,6 +966,8 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
         if record.touched is not None:
             record.note_storages((args, kwargs))
+        if record.launched is not None and not watcher.in_triton:
+            record.note_launched((args, kwargs))
         # With linear_above, what the launch wrote and copied (CallRecord.after_launch): compared once
         # around the outermost entry (an autotuner's benchmarking, its launch in the end), as it was
         # before and after; not while memory is measured, where copies of the tensors would count (that
@@ -1177,6 +1247,10 @@ def _exit_wrapper(name: str, original):
         watcher = state.watcher
         if name == "__repr__":
             return _summary(self, original, watcher)
+        if name in CALLBACKS:   # a Python function per element; what it does is watched as the student's own
+            state.record.torch_ops.append(f"Tensor.{name} (a Python function run on each element: computing "
+                                          f"outside Triton)")
+            return original(self, *args, **kwargs)
         # What can be reached through the result: for a NumPy array or a DLPack capsule, which share the
         # tensor's memory, all of its storage (a view of one element still shares it, and NumPy's
         # as_strided widens it).
@@ -1193,7 +1267,7 @@ def _exit_wrapper(name: str, original):
 # Ways into PyTorch that no ATen op shows: a tensor or storage over memory PyTorch did not allocate
 # (torch.tensor, torch.from_numpy and torch.as_tensor show as aten.lift_fresh)
 ENTRIES = ((torch, "frombuffer"), (torch, "from_dlpack"), (torch.utils.dlpack, "from_dlpack"), (torch, "from_file"),
-           (torch.UntypedStorage, "from_buffer"), (torch.UntypedStorage, "from_file"))
+           (torch.UntypedStorage, "from_buffer"), (torch.UntypedStorage, "from_file"), (torch, "asarray"))
 
 
 def _entry_wrapper(what: str, original):
@@ -1206,6 +1280,8 @@ def _entry_wrapper(what: str, original):
             made = original(*args, **kwargs)
         finally:
             state.watcher.in_triton -= 1
+        if args and isinstance(args[0], torch.Tensor):   # asarray of a tensor: a view or a copy, not the host's
+            return made
         elements = made.nbytes() if isinstance(made, torch.UntypedStorage) else \
             made.numel() if isinstance(made, torch.Tensor) else HOST_ELEMENTS + 1
         state.watcher.put_in(what, elements)
@@ -1289,11 +1365,13 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     of the grader's own, which would be timed and profiled as the student's. Their correctness checks
     compare, and the profiled call's share of PyTorch kernels still shows PyTorch doing the work.
     `sum_limit`: no PyTorch sum may read more elements than this.
-    `allocations`: note what the block's ops allocate (CallRecord.allocations).
+    `allocations`: note what the block's ops allocate and what its launches are handed (CallRecord.allocations,
+    CallRecord.launched).
     """
     global _active
     record = CallRecord(touched={} if memory else None, linear_above=linear_above, follow_copies=follow_copies,
-                        sum_limit=sum_limit, allocations=[] if allocations else None)
+                        sum_limit=sum_limit, allocations=[] if allocations else None,
+                        launched={} if allocations else None)
     _note_replaced_operators(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     outer, _active = _active, _Watch(record, watcher, compile_ahead=ops if tune_briefly is None else tune_briefly)
