@@ -139,6 +139,25 @@ def test_a_few_values_put_into_tensors_are_honest_a_mask_from_the_host_is_not():
     assert torch.frombuffer(bytearray(drawn.tobytes()), dtype=torch.uint8).numel() == drawn.size   # outside: as before
 
 
+def test_fills_of_numbers_count_once_per_place_and_value():
+    from grader.student.guard import HOST_ELEMENTS
+    c, keep = torch.empty(32, 32), torch.zeros(1000, dtype=torch.uint8)
+    with watch() as record:   # an autotuner's pre_hook zeroing C before each of its benchmarked runs
+        for _ in range(10 * HOST_ELEMENTS):
+            c.fill_(0)
+        torch.full((4,), float("-inf")), torch.full_like(c, 1.0)
+    assert record.forbidden() == []
+    with watch() as record:   # a mask drawn in Python, written as runs of ones
+        for start in range(0, 2 * HOST_ELEMENTS + 2, 2):
+            keep[start:start + 1].fill_(1)
+    assert record.forbidden() == [f"aten.fill_ with a number, {HOST_ELEMENTS + 1} times (values from Python written "
+                                  f"into tensors a few at a time: what they hold was computed outside Triton)"]
+    with watch(linear_above=100) as record:   # where an exercise has rows, 4 more a row (a chunk loop's fills)
+        for start in range(0, 2 * HOST_ELEMENTS + 2, 2):
+            keep[start:start + 1].fill_(1)
+    assert record.forbidden() == []
+
+
 def test_a_sum_over_more_than_the_limit_is_refused_slice_by_slice_too():
     x, losses = torch.randn(8, 100), torch.randn(2, 8)
     with watch(sum_limit=32, also_allowed=("sum",)) as record:
