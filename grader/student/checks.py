@@ -24,7 +24,7 @@ from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 from grader.quiet import stderr_to_stdout
 from grader.student import gpu_compile, integrity, memcheck
 from grader.student.bounds import OutOfBounds
-from grader.student.guard import _tensors_in, compile_only, interpreted_launches, watch
+from grader.student.guard import _storage, _tensors_in, compile_only, interpreted_launches, watch
 
 
 class GPURequired(RuntimeError):
@@ -420,14 +420,14 @@ VIEW_NODES = ("ViewBackward", "ReshapeAliasBackward", "UnsafeViewBackward", "AsS
 
 
 def _storage_address(t: torch.Tensor) -> int:
-    return torch._C.TensorBase.untyped_storage(t).data_ptr()
+    return _storage(t).data_ptr()
 
 
 def _overwrite(y: torch.Tensor) -> None:
     """Fill the memory of the forward's output with NaNs (all bits set) before the backward runs: one that
     keeps nothing needs none of it, and a mask read from the output (y != 0), or hidden in its memory past
     the elements, is lost. (The output's values were copied before.)"""
-    torch.empty(0, dtype=torch.uint8, device=y.device).set_(torch._C.TensorBase.untyped_storage(y)).fill_(0xFF)
+    torch.empty(0, dtype=torch.uint8, device=y.device).set_(_storage(y)).fill_(0xFF)
 
 
 def expected_gradients(spec, args, gen, dtype) -> tuple:
