@@ -158,6 +158,51 @@ def test_fills_of_numbers_count_once_per_place_and_value():
     assert record.forbidden() == []
 
 
+def test_numbers_handed_to_launches_count_once_per_value_wherever_they_go():
+    # A random op's mask drawn in Python has a way in without a tensor: numbers handed to launches (as
+    # arguments, tuples of them, a grid's sizes, a grid function's, where a view starts in its memory).
+    from grader.student.guard import _numbers_in
+    x = torch.zeros(4096, device=DEVICE.torch_device)
+    launch = kernels.scale_in_place_kernel
+    with watch(launch_values=16) as record:   # the same sizes and scale, 32 times over
+        for _ in range(32):
+            launch[(4,)](x, x.numel(), 0.5, BLOCK=1024)
+    assert record.forbidden() == []
+    ways_in = {"arguments": lambda i: launch[(1,)](x, 8, 1.0 + i, BLOCK=8),
+               "grid sizes": lambda i: launch[(1 + i,)](x, 8, 1.0, BLOCK=8),
+               "a grid function's sizes": lambda i: launch[lambda meta: (1 + i,)](x, 8, 1.0, BLOCK=8),
+               "views' offsets": lambda i: launch[(1,)](x[i:], 8, 1.0, BLOCK=8)}
+    for way, launched in ways_in.items():
+        with watch(launch_values=16) as record:
+            for i in range(20):
+                launched(i)
+        assert record.forbidden() == ["more than 16 distinct numbers handed to kernel launches (a mask or values "
+                                      "drawn in Python and passed in as arguments: draw them in the kernel)"], way
+    with watch() as record:   # no bound where none is asked for (outputs computed from inputs: reads are bound)
+        for i in range(20):
+            launch[(1,)](x, 8, 1.0 + i, BLOCK=8)
+    assert record.forbidden() == []
+    # a tuple's ints each, a string a byte a character (a constexpr a kernel could unroll over)
+    assert list(_numbers_in(((1, 2, (3,)), {"s": "ab"}, None))) == [1, 2, 3, "ab"]
+
+
+@pytest.mark.skipif(DEVICE.is_gpu, reason="an interpreted kernel's assert is Python (a GPU's is fatal to the context)")
+def test_a_kernel_error_the_students_code_catches_is_a_refused_call():
+    # Whether a launch raised is a bit of the kernel's values: a bisection reads x[0] 20 launches later.
+    from grader import exercises
+    from grader.compare import CheckFailed
+    from grader.student.checks import refuse
+    x = torch.tensor([0.3141])
+    with watch() as record:
+        assert abs(kernels.first_value_by_bisection(x) - 0.3141) < 1e-5
+    assert record.launch_errors[0] == "kernel `below_kernel` raised InterpreterError"
+    with pytest.raises(CheckFailed, match="raised InterpreterError on a case, and your code caught it and went on"):
+        refuse(exercises.get("day1.vector_add"), record, "your function", "on a case")
+    with watch() as record:   # launches that do not raise
+        kernels.below_kernel[(1,)](x, 1.0)
+    assert record.launch_errors == []
+
+
 def test_a_sum_over_more_than_the_limit_is_refused_slice_by_slice_too():
     x, losses = torch.randn(8, 100), torch.randn(2, 8)
     with watch(sum_limit=32, also_allowed=("sum",)) as record:

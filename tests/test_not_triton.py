@@ -89,3 +89,32 @@ def test_numpy_inside_a_kernel_is_refused(name, tmp_path):
     with pytest.raises(CheckFailed, match="not Triton") as failed:
         grader.check("day2.softmax", _softmax_of(cell, tmp_path, f"cheat_{name.lower()}"))
     assert "softmax_row_kernel" in str(failed.value)
+
+
+# Prints from a helper a kernel calls, and a raise (whose message the interpreter would hand to Python)
+PRINTS_AND_RAISE = '''
+@triton.jit
+def show(x):
+    tl.static_print(x)
+
+
+@triton.jit
+def printing_kernel(x_ptr):
+    x = tl.load(x_ptr)
+    show(x)
+    if x > 0:
+        raise ValueError(x)
+'''
+
+
+def test_prints_and_raise_are_found_through_the_functions_a_kernel_calls(tmp_path):
+    from grader.student import gpu_compile
+    path = tmp_path / "printing.py"
+    path.write_text(PRELUDE + PRINTS_AND_RAISE)
+    spec = importlib.util.spec_from_file_location("printing", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["printing"] = module
+    spec.loader.exec_module(module)
+    assert gpu_compile.prints(module.printing_kernel) == ["`tl.static_print` in `show`"]
+    assert gpu_compile.not_triton(module.printing_kernel) == ["`raise`"]
+    assert gpu_compile.prints(module.show) == ["`tl.static_print`"] and gpu_compile.not_triton(module.show) == []

@@ -183,6 +183,52 @@ def _kept_mask(keep: str, use: str) -> dict:
             f"        return launch_masked(dy.contiguous(), {use}, 1.0 / (1.0 - ctx.p)), None, None"}
 
 
+# A mask drawn by Python's random and handed to launches as numbers (a red team's): 31 bits in an int per
+# launch (WORDS 1), or a tuple of WORDS ints (the grid's sizes, another way in: tests/test_guard.py)
+_BITS_KERNELS = {"def launch_dropout(x, p, seed):": """@triton.jit
+def bits_kernel(x_ptr, out_ptr, start, n, words, scale, WORDS: tl.constexpr):
+    lane = tl.arange(0, 32)
+    for w in tl.static_range(WORDS):
+        offs = start + w * 31 + lane
+        inside = (offs < n) & (lane < 31)
+        x = tl.load(x_ptr + offs, mask=inside)
+        if WORDS == 1:
+            bits = words
+        else:
+            bits = words[w]
+        keep = ((bits >> lane) & 1) != 0
+        tl.store(out_ptr + offs, tl.where(keep, x * scale, 0.0), mask=inside)
+
+
+import random
+
+
+def mask_words(rng, p, words):
+    drawn = []
+    for _ in range(words):
+        drawn.append(sum(1 << i for i in range(31) if rng.random() >= p))
+    return tuple(drawn)
+
+
+def launch_bits(x, p, seed, words):
+    out = torch.empty_like(x)
+    rng = random.Random(seed)
+    for start in range(0, x.numel(), 31 * words):
+        drawn = mask_words(rng, p, words)
+        bits_kernel[(1,)](x, out, start, x.numel(), drawn if words > 1 else drawn[0], 1.0 / (1.0 - p),
+                          WORDS=words)
+    return out
+
+
+def launch_dropout(x, p, seed):"""}
+
+
+def _bits_launch(call: str) -> dict:
+    """launch_dropout returning `call` (one of the launches above)."""
+    return {**_BITS_KERNELS, "    out = torch.empty_like(x)\n    n = x.numel()\n":
+            f"    return {call}\n    out = torch.empty_like(x)\n    n = x.numel()\n"}
+
+
 # Cross-entropy with a kernel for exp(z) and one for the log of PyTorch's row sums (the sums `e.sum(dim=1)`)
 EXP_AND_LOG_KERNELS = """@triton.jit
 def exp_kernel(z_ptr, e_ptr, n, BLOCK: tl.constexpr):
@@ -210,6 +256,47 @@ _ROW_SUMS = {
     "    log_kernel[(n_rows,)](sums, logits, targets, losses, n_cols, IGNORE_INDEX)\n",
     "    cross_entropy_kernel[(n_rows,)](logits, targets, losses, n_cols, IGNORE_INDEX,\n": "    (lambda *a, **k: None)(",
 }
+
+# A row sum by a tree of additions of halves (a format string: `add` is one step)
+_HALVING = ("    width = triton.next_power_of_2(n_cols)\n"
+            "    padded = torch.zeros(n_rows, width, dtype=torch.float32, device=logits.device)\n"
+            "    padded[:, :n_cols] = e\n"
+            "    e = padded\n"
+            "    while width > 1:\n"
+            "        width //= 2\n"
+            "        {add}\n"
+            "    sums = e[:, 0].contiguous()\n")
+
+# Cross-entropy from the logits printed by a kernel and read back from the standard output
+PRINTED_LOGITS = """import contextlib
+import io
+import math
+
+
+@triton.jit
+def printing_kernel(logits_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    for start in range(0, n_cols, BLOCK_SIZE):
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        tl.device_print("z", tl.load(logits_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32))
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    logits = logits.contiguous()
+    n_rows, n_cols = logits.shape
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        for r in range(n_rows):
+            printing_kernel[(1,)](logits[r], n_cols, BLOCK_SIZE=512)
+            print("ROW")
+    total, count = 0.0, 0
+    for r, text in enumerate(printed.getvalue().split("ROW")[:n_rows]):
+        values = [float(v) for part in text.split("z")[1:] for v in part[part.index("[") + 1:part.index("]")].split()]
+        target = int(targets[r])
+        if target != IGNORE_INDEX:
+            top = max(values[:n_cols])
+            total += top + math.log(sum(math.exp(v - top) for v in values[:n_cols])) - values[target]
+            count += 1
+    return torch.tensor(total / count, dtype=torch.float32, device=logits.device)"""
 
 VARIANTS = [
     # (id, notebook, exercise key, {old: new}, words the message must contain)
@@ -274,6 +361,25 @@ VARIANTS = [
      {**_ROW_SUMS, "    sums = e.sum(dim=1)\n":
       "    sums = torch.stack([torch.stack([e[r, j:j + 1024].clone().sum() for j in range(0, n_cols, 1024)]).sum()\n"
       "                        for r in range(n_rows)])\n"}, ["PyTorch ops on tensors of more than", "slices"]),
+    # ... and by a tree of additions, each a linear map (a red team's): the row padded with zeros to a power of
+    # two, its halves added, the halves of that added, and so on; or halves copied out before they are added
+    ("cross-entropy: the row sums by a tree of additions", "day2/cross_entropy", "day2.cross_entropy",
+     {**_ROW_SUMS, "    sums = e.sum(dim=1)\n": _HALVING.format(add="e = e[:, :width].sub(e[:, width:], alpha=-1)")},
+     ["aten.sub of two parts of", "a sum, by additions", "at most"]),
+    ("cross-entropy: the row sums by a tree of additions of copies", "day2/cross_entropy", "day2.cross_entropy",
+     {**_ROW_SUMS, "    sums = e.sum(dim=1)\n":
+      _HALVING.format(add="e = e[:, :width].clone().sub(e[:, width:].clone(), alpha=-1)")},
+     ["aten.sub of two parts of", "at most"]),
+    # the logits read out by tl.device_print (every bit, hex=True) with the standard output redirected, the
+    # loss computed in Python (a red team's, in the interpreter; on a GPU printf reaches stdout too)
+    ("cross-entropy: the logits read out by device_print", "day2/cross_entropy", "day2.cross_entropy",
+     {"def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:": PRINTED_LOGITS
+      + "\n\ndef _reference_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:"},
+     ["kernel `printing_kernel` calls `tl.device_print`", "remove the prints"]),
+    # a debugging print left in the kernel: refused with the same message, in a student's own check too
+    ("cross-entropy: a debugging print left in the kernel", "day2/cross_entropy", "day2.cross_entropy",
+     {"    target = tl.load(targets_ptr + row)\n": "    print(\"s\", s_row)\n    target = tl.load(targets_ptr + row)\n"},
+     ["kernel `cross_entropy_kernel` calls `print`", "remove the prints"]),
     # PyTorch's own loss inside Tensor.apply_'s callback, behind a launch that computes nothing
     ("cross-entropy: F.cross_entropy inside apply_", "day2/cross_entropy", "day2.cross_entropy",
      {"    total, count = losses.sum(dim=1)\n    return total / count":
@@ -390,6 +496,10 @@ VARIANTS = [
                     "    keep = box[0]\n"),
      ["Tensor.apply_", "aten.rand"]),
     # a mask the kernel drew, kept for the backward where ctx's attributes do not show it (a red team's)
+    ("dropout: a mask drawn in Python, 31 bits an int argument", "day5/dropout", "day5.dropout",
+     _bits_launch("launch_bits(x, p, seed, 1)"), ["distinct numbers handed to kernel launches", "in the kernel"]),
+    ("dropout: a mask drawn in Python, a tuple of ints an argument", "day5/dropout", "day5.dropout",
+     _bits_launch("launch_bits(x, p, seed, 16)"), ["distinct numbers handed to kernel launches"]),
     ("dropout: the mask kept in a list on ctx", "day5/dropout", "day5.dropout",
      _kept_mask("ctx.kept = [keep]", "ctx.kept[0]"), ["still alive after it returned", "the seed and p"]),
     ("dropout: the mask kept in a module-level dict", "day5/dropout", "day5.dropout",
@@ -791,6 +901,21 @@ HONEST_VARIANTS = [
       "    y = tl.maximum(u, 0.0) - tl.minimum(tl.abs(u), 3.4028234663852886e38) * tail\n":
       "    y = u * tl.where(u >= 0, 1.0 - tail, tail)\n"}),
     # a wrapper that flattens x for the Function and gives the shape back with a view
+    # a launch per row, each handed its row's offset (and a view of the row): numbers a row, not a mask
+    ("dropout: one launch a row", "day5/dropout", "day5.dropout",
+     {"    dropout_kernel[(triton.cdiv(n, block),)](x, out, n, p, 1.0 / (1.0 - p), seed, BLOCK=block)\n":
+      "    rows = x.view(-1, x.shape[-1]) if x.dim() > 1 else x.view(1, -1)\n"
+      "    for row in range(rows.shape[0]):\n"
+      "        start = row * rows.shape[1]\n"
+      "        row_kernel[(triton.cdiv(rows.shape[1], 1024),)](rows[row], out.view_as(rows)[row], start,\n"
+      "                                                       rows.shape[1], p, 1.0 / (1.0 - p), seed, BLOCK=1024)\n",
+      "def launch_dropout(x, p, seed):":
+      "@triton.jit\ndef row_kernel(x_ptr, out_ptr, start, n_cols, p, scale, seed, BLOCK: tl.constexpr):\n"
+      "    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+      "    keep = tl.rand(seed, start + cols) >= p\n"
+      "    x = tl.load(x_ptr + cols, mask=cols < n_cols)\n"
+      "    tl.store(out_ptr + cols, tl.where(keep, x * scale, 0.0).to(out_ptr.dtype.element_ty), mask=cols < n_cols)\n"
+      "\n\ndef launch_dropout(x, p, seed):"}),
     ("dropout: the Function on a flat view", "day5/dropout", "day5.dropout",
      {"    return DropoutFunction.apply(x, p, seed)": "    return DropoutFunction.apply(x.reshape(-1), p, seed).view_as(x)"}),
     # the forward saves its input (no mask in it; needless, but nothing of the mask is kept)

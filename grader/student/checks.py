@@ -24,7 +24,7 @@ from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 from grader.quiet import stderr_to_stdout
 from grader.student import gpu_compile, integrity, memcheck
 from grader.student.bounds import OutOfBounds
-from grader.student.guard import _storage, _tensors_in, compile_only, interpreted_launches, watch
+from grader.student.guard import HOST_ELEMENTS, _storage, _tensors_in, compile_only, interpreted_launches, watch
 
 
 class GPURequired(RuntimeError):
@@ -113,7 +113,21 @@ def watch_student(spec, inputs, **options):
     its extra ops, and only linear maps of large tensors where it says so (spec.linear_above)."""
     bound = spec.linear_above(*_tensors_in(inputs)) if spec.linear_above else None
     sum_limit = spec.sum_limit(*_tensors_in(inputs)) if spec.sum_limit else None
-    return watch(also_allowed=spec.also_allowed, linear_above=bound, sum_limit=sum_limit, **options)
+    return watch(also_allowed=spec.also_allowed, linear_above=bound, sum_limit=sum_limit,
+                 launch_values=_launch_values(spec, inputs), **options)
+
+
+def _launch_values(spec, inputs) -> int | None:
+    """How many distinct numbers a call of a random op (spec.judge: dropout) may hand its launches: 64, and
+    4 a row of its first input (an offset per row, where a kernel is launched row by row). Its output
+    depends on no input's values, so a mask drawn in Python needs no reading out, only a way in: numbers
+    passed as arguments. Where the output is computed from the inputs, reading them out is what is bounded
+    (guard.HOST_ELEMENTS; tl.device_print is refused), and there no bound on launch arguments is needed."""
+    if spec.judge is None:
+        return None
+    first = next(_tensors_in(inputs), None)
+    rows = first.numel() // first.shape[-1] if first is not None and first.dim() >= 2 and first.shape[-1] else 1
+    return HOST_ELEMENTS + 4 * rows
 
 
 def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None, allocations: list | None = None):
@@ -159,6 +173,15 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches:
                           f"In the CPU interpreter a kernel's body runs as plain Python, so this ran here; a "
                           f"GPU's compiler refuses it, and the grade is the GPU's. A kernel computes with tl.* "
                           f"and other @triton.jit functions only.")
+    if getattr(record, "launch_errors", None):
+        raise CheckFailed(f"{spec.title}: {record.launch_errors[0]} {where}, and your code caught it and went "
+                          f"on. A kernel that fails is a failed call: let its error through (an error's message "
+                          f"and whether it came are values that leave the kernel besides its outputs).")
+    if getattr(record, "prints", None):
+        raise CheckFailed(f"{spec.title}: {', '.join(record.prints[:3])} {where}: remove the prints from your "
+                          f"kernels before they are checked. A print is a way for values to leave a kernel "
+                          f"besides its outputs (the grader counts what is read out of those), and a printing "
+                          f"kernel is slow on a GPU too. tl.static_assert and tl.device_assert are fine.")
     if record.forbidden():
         bounded = getattr(record, "beyond_bookkeeping", False)
         raise CheckFailed(f"{spec.title}: {who} computed with PyTorch ({', '.join(record.forbidden())}) "

@@ -68,6 +68,22 @@ def not_triton(kernel) -> list:
     """What a kernel's body (and the @triton.jit and plain Python functions it calls, followed a few calls
     deep) does that only the CPU interpreter runs: ["`np.exp` (numpy)", ...]. A plain Python helper is
     fine in itself (one computing a block size from constexpr values compiles); what it reaches is not."""
+    return [what for kind, what in _reach_of(kernel) if kind == "foreign"]
+
+
+def prints(kernel) -> list:
+    """The prints a kernel's body makes (`tl.device_print`, `print`, `tl.static_print`), found as
+    not_triton finds Python: ["`tl.device_print`", ...]. A print is a way out of a kernel besides its
+    outputs, the way the grader counts: the interpreter prints a block's exact values (hex=True: every
+    bit), a GPU's printf writes them to the process's stdout, and code that reads its own stdout has them
+    (a red team's cross-entropy read the logits so and computed the loss in Python)."""
+    return [what for kind, what in _reach_of(kernel) if kind == "print"]
+
+
+_PRINTS = ("device_print", "static_print")   # Triton's, besides the builtin print (a device_print compiled)
+
+
+def _reach_of(kernel) -> list:
     fn = getattr(kernel, "fn", kernel)
     key = getattr(fn, "__code__", None)
     if key not in _NOT_TRITON_CACHE:
@@ -79,6 +95,7 @@ def not_triton(kernel) -> list:
 
 
 def _foreign_reach(fn, seen: set, depth: int) -> list:
+    """[(kind, what)] a function's body reaches: "foreign" (Python that is not Triton) or "print"."""
     fn = getattr(fn, "fn", fn)
     if id(fn) in seen or depth > 4 or not isinstance(fn, types.FunctionType):
         return []
@@ -93,35 +110,43 @@ def _foreign_reach(fn, seen: set, depth: int) -> list:
         if isinstance(tree.body[0], ast.FunctionDef) else set()
     local |= {n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     found = []
+
+    def within(name, reached):
+        return [(kind, f"{what} in `{name}`" if " in `" not in what else what) for kind, what in reached]
+
     for stmt in body:
         for node in ast.walk(stmt):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                found.append("an import")
+                found.append(("foreign", "an import"))
+            elif isinstance(node, ast.Raise):   # (Triton compiles no raise: its message would be Python's)
+                found.append(("foreign", "`raise`"))
             elif isinstance(node, ast.Attribute) and (node.attr == "handle" or node.attr.startswith("_")):
-                found.append(f"`.{node.attr}`")
+                found.append(("foreign", f"`.{node.attr}`"))
             elif isinstance(node, ast.Call):
                 name, obj = _resolved(node.func, scope, local)
                 if name is None:
+                    continue
+                module = (obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None)) or ""
+                if not isinstance(module, str):
+                    continue
+                if (module == "builtins" and name == "print") or \
+                        (module.split(".")[0] == "triton" and getattr(obj, "__name__", None) in _PRINTS):
+                    found.append(("print", f"`{name}`"))
                     continue
                 inner = getattr(obj, "fn", None)
                 if isinstance(inner, types.FunctionType) and (inner.__module__ or "").split(".")[0] == "triton":
                     continue                    # Triton's own language (tl.max is a @triton.jit function)
                 if isinstance(inner, types.FunctionType):   # the student's @triton.jit function
-                    found += [f"{what} in `{name}`" if " in `" not in what else what
-                              for what in _foreign_reach(obj.fn, seen, depth + 1)]
-                    continue
-                module = (obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None)) or ""
-                if not isinstance(module, str):
+                    found += within(name, _foreign_reach(obj.fn, seen, depth + 1))
                     continue
                 if module.split(".")[0] == "triton":
                     continue
                 if name in _REFLECTION and module == "builtins":
-                    found.append(f"`{name}`")
+                    found.append(("foreign", f"`{name}`"))
                 elif module.split(".")[0] in _FOREIGN_MODULES or type(obj).__module__.split(".")[0] in _FOREIGN_MODULES:
-                    found.append(f"`{name}` ({module.split('.')[0] or type(obj).__module__.split('.')[0]})")
+                    found.append(("foreign", f"`{name}` ({module.split('.')[0] or type(obj).__module__.split('.')[0]})"))
                 else:
-                    found += [f"{what} in `{name}`" if " in `" not in what else what
-                              for what in _foreign_reach(obj, seen, depth + 1)]
+                    found += within(name, _foreign_reach(obj, seen, depth + 1))
     return list(dict.fromkeys(found))
 
 

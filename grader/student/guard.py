@@ -89,6 +89,10 @@ class CallRecord:
     # In the CPU interpreter: what a launched kernel's body reaches that is not Triton (NumPy, a loaded
     # block's interpreter values), which runs there only (gpu_compile.not_triton)
     not_triton: list = field(default_factory=list)
+    # Prints a launched kernel makes (gpu_compile.prints): on a GPU and in the interpreter alike
+    prints: list = field(default_factory=list)
+    # In the CPU interpreter: launches of the student's that raised (the call went on only if it caught them)
+    launch_errors: list = field(default_factory=list)
     kernels: Counter = field(default_factory=Counter)  # launches by Triton kernel name
     # On a GPU: what each compiled kernel asks of an SM (registers, spills, warps, shared memory), told in
     # the speed feedback; never part of a verdict
@@ -127,6 +131,8 @@ class CallRecord:
     allocations: list | None = None
     # ... and the memory its Triton launches were handed ({address: (bytes, shape, dtype)})
     launched: dict | None = None
+    # watch(launch_values=): the most distinct numbers the call may hand its launches (_Watcher.handed)
+    launch_values: int | None = None
 
     def note_launched(self, values) -> None:
         for t in _tensors_in(values):
@@ -356,6 +362,9 @@ FILLS = frozenset("fill_ full full_like new_full".split())
 
 # Reductions that add up a tensor's elements (watch(sum_limit=))
 SUMS = frozenset("sum mean nansum nanmean sum_to_size cumsum cumsum_ logsumexp".split())
+# ... and additions, which sum too where both terms come from one tensor: a red team added a row's halves,
+# the halves of that, and so on (e[:, :w].sub(e[:, w:], alpha=-1), log2(V) times)
+ADDITIONS = frozenset("add add_ sub sub_ rsub".split())
 
 
 # Products, with the positions of their two factors. A product is linear in each factor, not in both:
@@ -534,6 +543,7 @@ class _Watcher(TorchDispatchMode):
         self.host_elements = 0
         self.put_elements = 0
         self.fills = set()   # (storage, offset, elements, value) of each fill with a number (_filled)
+        self.handed = {}     # the distinct numbers handed to launches, with what each may carry (_handed)
 
     def read_out(self, what: str, elements: int) -> None:
         """The student's code took `elements` values out of PyTorch by `what`."""
@@ -556,6 +566,25 @@ class _Watcher(TorchDispatchMode):
             self.record.torch_ops.append(f"aten.{name} with a number, {limit + 1} times (values from Python "
                                          f"written into tensors a few at a time: what they hold was computed "
                                          f"outside Triton)")
+
+    def handed_to_launch(self, values) -> None:
+        """Numbers the student's code hands a launch (arguments, tuples of them, the grid, where its
+        tensors start in their memory), counted once per distinct value, against watch(launch_values=). A
+        random op's mask needs no input read, so Python can draw it and pass it in: a red team's dropout
+        handed each launch 31 mask bits as an int, or a tuple of ints. Honest launches hand the same sizes,
+        strides, p and seed again, and an offset per chunk or row."""
+        limit = self.record.launch_values
+        if limit is None:
+            return
+        before = sum(self.handed.values())
+        for value in _numbers_in(values):
+            # a string is a constexpr the kernel may unroll over: it carries a byte a character
+            self.handed[(type(value), value)] = max(1, len(value) // 8) if isinstance(value, str) else 1
+        after = sum(self.handed.values())
+        if before <= limit < after:   # said once, when crossed
+            self.record.torch_ops.append(f"more than {limit} distinct numbers handed to kernel launches (a mask "
+                                         f"or values drawn in Python and passed in as arguments: draw them in "
+                                         f"the kernel)")
 
     def put_in(self, what: str, elements: int) -> None:
         """The student's code made tensors of `elements` values from Python or NumPy by `what`."""
@@ -595,15 +624,19 @@ class _Watcher(TorchDispatchMode):
             self.record.device_moves.append(f"copy to {kwargs['device']}")
         elif self.poison and name in POISONED_OPS and isinstance(out, torch.Tensor):
             out = self.record.guarded(out)
+        # (before an in-place addition's result takes its terms' sources)
+        adds_itself = self.record.sum_limit is not None and name in ADDITIONS and self._adds_itself(args)
         if self.record.linear_above is not None:
             self._bookkeeping_only(func, name, args, kwargs, out)
-        if self.record.sum_limit is not None and name in SUMS:
+        if self.record.sum_limit is not None and (name in SUMS or adds_itself):
             # (a slice's sum counts what its allocation holds: a red team summed the logits slice by slice)
             read = max((max(t.numel(), self.record.allocation_elements(t)) for t in _tensors_in((args, kwargs))),
                        default=0)
             if read > self.record.sum_limit:
-                self.record.torch_ops.append(f"aten.{name} of {_elements(read)} (PyTorch may sum at most "
-                                             f"{_elements(self.record.sum_limit)} at once here)")
+                what = f"aten.{name} of {_elements(read)}" if name in SUMS else \
+                    f"aten.{name} of two parts of {_elements(read)} (a sum, by additions)"
+                self.record.torch_ops.append(f"{what} (PyTorch may sum at most {_elements(self.record.sum_limit)} "
+                                             f"at once here)")
         if had is not None:
             self._note_allocations(had, (args, kwargs, out))
         return out
@@ -652,6 +685,12 @@ class _Watcher(TorchDispatchMode):
                 record.torch_ops.append(f"more than {record.small_ops - 1} PyTorch ops other than sums and "
                                         f"scalings on tensors of {_elements(bound)} or fewer (a few rows or a "
                                         f"column at a time)")
+
+    def _adds_itself(self, args) -> bool:
+        """Whether an addition's two terms were computed from a common source (parts of one tensor, or copies
+        of them): a step of a sum over that tensor."""
+        terms = [a for a in args[:2] if isinstance(a, torch.Tensor)]
+        return len(terms) == 2 and bool(self.record.sources_of(terms[0]) & self.record.sources_of(terms[1]))
 
     def _self_product(self, name, args) -> str | None:
         """A product whose two factors were computed from a common source: not a linear map."""
@@ -731,15 +770,18 @@ class _StudentCode:
     the rest of the student's function. It hashes and compares as the function it wraps, since a
     triton.Config hashes its pre_hook."""
 
-    def __init__(self, fn, watcher):
-        self.fn, self.watcher = fn, watcher
+    def __init__(self, fn, watcher, noted=None):
+        self.fn, self.watcher, self.noted = fn, watcher, noted   # noted(result): a grid's sizes counted
 
     def __call__(self, *args, **kwargs):
         depth, self.watcher.in_triton = self.watcher.in_triton, 0
         try:
-            return self.fn(*args, **kwargs)
+            result = self.fn(*args, **kwargs)
         finally:
             self.watcher.in_triton = depth
+        if self.noted is not None:
+            self.noted(result)
+        return result
 
     def __hash__(self):
         return hash(self.fn)
@@ -968,6 +1010,15 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
             record.note_storages((args, kwargs))
         if record.launched is not None and not watcher.in_triton:
             record.note_launched((args, kwargs))
+        if entry and not watcher.in_triton and record.launch_values is not None:
+            watcher.handed_to_launch((args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}))
+            grid = kwargs.get("grid", getattr(self, "grid", None))
+            if not callable(grid):
+                watcher.handed_to_launch(grid)
+            elif "grid" in kwargs:   # a grid function's sizes, once it runs
+                kwargs["grid"] = _StudentCode(grid, watcher, noted=watcher.handed_to_launch)
+            elif not isinstance(grid, _StudentCode):   # the interpreter's executor holds it
+                self.grid = _StudentCode(grid, watcher, noted=watcher.handed_to_launch)
         # With linear_above, what the launch wrote and copied (CallRecord.after_launch): compared once
         # around the outermost entry (an autotuner's benchmarking, its launch in the end), as it was
         # before and after; not while memory is measured, where copies of the tensors would count (that
@@ -981,18 +1032,21 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 record.launched_with((args, kwargs))
         if counts and not kwargs.get("warmup", False):
             record.launches += 1
-            if type(self).__name__ == "GridExecutor":
-                if len(record.interpreted) < 16:
-                    record.interpreted += gpu_compile.launch(self, args, kwargs)
-                kernel = gpu_compile.kernel_of(self)
-                for what in (gpu_compile.not_triton(kernel) if kernel is not None else []):
+            interpreted = type(self).__name__ == "GridExecutor"
+            if interpreted and len(record.interpreted) < 16:
+                record.interpreted += gpu_compile.launch(self, args, kwargs)
+            kernel = gpu_compile.kernel_of(self) if interpreted else self
+            found = (("not_triton", gpu_compile.not_triton(kernel) if interpreted else []),
+                     ("prints", gpu_compile.prints(kernel))) if kernel is not None else ()
+            for kind, whats in found:
+                for what in whats:
                     said = f"kernel `{getattr(kernel, '__name__', '?')}` calls {what}"
-                    if said not in record.not_triton:
-                        record.not_triton.append(said)
+                    if said not in getattr(record, kind):
+                        getattr(record, kind).append(said)
             record.kernels[getattr(self, "__name__", None) or type(self).__name__] += 1
             if state.caller_stream is not None and torch.cuda.current_stream() != state.caller_stream:
                 record.side_streams += 1
-        if callable(kwargs.get("grid")):
+        if callable(kwargs.get("grid")) and not isinstance(kwargs["grid"], _StudentCode):
             kwargs["grid"] = _StudentCode(kwargs["grid"], watcher)
         depth = watcher.in_triton
         watcher.in_triton = depth + 1 if tritons else 0
@@ -1001,8 +1055,17 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
             if state.compile_ahead and _is_autotuner(self):
                 _compile_candidates(self, args, kwargs)
                 tuning = _tuned_quickly(self)
-            with _hooks_watched(self, watcher), tuning:
-                launched = original(self, *args, **kwargs)
+            try:
+                with _hooks_watched(self, watcher), tuning:
+                    launched = original(self, *args, **kwargs)
+            except Exception as error:
+                # An interpreted kernel's error says what its Python saw (an assert's message, the element a
+                # load went past), and whether it raised is a bit: code that catches them reads the kernel's
+                # values out a bit at a time. Where the student's code goes on, the call is refused (refuse).
+                if type(self).__name__ == "GridExecutor" and not depth:
+                    record.launch_errors.append(f"kernel `{getattr(self.fn, '__name__', '?')}` raised "
+                                                f"{type(error).__name__}")
+                raise
             if counts and not kwargs.get("warmup", False):
                 _note_compiled(record, launched)
                 if record.guards and type(self).__name__ != "GridExecutor":   # the interpreter checks each access
@@ -1346,10 +1409,25 @@ def _tensors_in(values):
             yield from _tensors_in(v)
 
 
+def _numbers_in(values):
+    """The numbers and strings among launch arguments, nested in tuples, lists and dicts (a tensor gives
+    where it starts in its memory: views at chosen offsets carry numbers too)."""
+    if isinstance(values, torch.Tensor):
+        yield ("offset", values.storage_offset())
+    elif isinstance(values, (bool, int, float, str)):
+        yield values
+    elif isinstance(values, (list, tuple)):
+        for v in values:
+            yield from _numbers_in(v)
+    elif isinstance(values, dict):
+        for v in values.values():
+            yield from _numbers_in(v)
+
+
 @contextmanager
 def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: bool | None = None,
           memory: bool = False, linear_above: int | None = None, follow_copies: bool = True,
-          sum_limit: int | None = None, allocations: bool = False):
+          sum_limit: int | None = None, allocations: bool = False, launch_values: int | None = None):
     """Run a block under the watcher; yields the CallRecord it fills in.
 
     `also_allowed` names extra ATen ops an exercise permits (e.g. "sum" to add up per-block partials).
@@ -1367,11 +1445,12 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     `sum_limit`: no PyTorch sum may read more elements than this.
     `allocations`: note what the block's ops allocate and what its launches are handed (CallRecord.allocations,
     CallRecord.launched).
+    `launch_values`: the block may hand its launches at most this many distinct numbers (_Watcher.handed).
     """
     global _active
     record = CallRecord(touched={} if memory else None, linear_above=linear_above, follow_copies=follow_copies,
                         sum_limit=sum_limit, allocations=[] if allocations else None,
-                        launched={} if allocations else None)
+                        launched={} if allocations else None, launch_values=launch_values)
     _note_replaced_operators(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     outer, _active = _active, _Watch(record, watcher, compile_ahead=ops if tune_briefly is None else tune_briefly)
