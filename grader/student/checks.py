@@ -130,19 +130,19 @@ def _launch_values(spec, inputs) -> int | None:
     return HOST_ELEMENTS + 4 * rows
 
 
-def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None, allocations: list | None = None):
+def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None, records: list | None = None):
     """Call the student's function once under the guard; raise CheckFailed with a reason if it cheats.
     (`tune_briefly`: see guard.watch; the case at the timed shape tunes as Triton does, for the timing.
-    `allocations`: a list that gets what the call's PyTorch ops allocated and what its launches were handed,
-    CallRecord.allocations and .launched.)"""
+    `records`: a list the call's CallRecord is appended to, noting what its PyTorch ops allocated and what
+    its launches were handed: CallRecord.allocations and .launched.)"""
     saved = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     on_host = memcheck.host_copies(args)   # for the sanitizer, if the call breaks the CUDA context
     try:
         with stderr_to_stdout(), watch_student(spec, args, tune_briefly=tune_briefly,
-                                               allocations=allocations is not None) as record:
+                                               allocations=records is not None) as record:
             got = fn(*args)
-        if allocations is not None:
-            allocations += [record.allocations, record.launched]
+        if records is not None:
+            records.append(record)
         if _device.current().is_gpu:
             torch.cuda.synchronize()
     except CheckFailed:
@@ -276,11 +276,11 @@ def _differentiable(args):
     return [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
 
 
-def _student_graph(spec, fn, args, label, allocations: list | None = None):
+def _student_graph(spec, fn, args, label, records: list | None = None):
     """Run the student's forward on copies that require grad; return (output, leaves)."""
     leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
               else a for a in args]
-    y = run_student(spec, fn, leaves, label, allocations=allocations)
+    y = run_student(spec, fn, leaves, label, records=records)
     return from_a_function(spec, y, f"the output on {label}"), _differentiable(leaves)
 
 
@@ -347,12 +347,12 @@ def judged_outputs(spec, fn, args, gen, label) -> tuple:
     for i, call_args in enumerate(spec.judge_calls(args)):
         if spec.judged_backward and i == 0:
             with no_saved_tensor_hooks(spec):
-                allocations = [] if spec.keeps_no_tensor else None
-                graph += _student_graph(spec, fn, call_args, label, allocations)
+                records = [] if spec.keeps_no_tensor else None
+                graph += _student_graph(spec, fn, call_args, label, records)
                 y, leaves = graph
                 outputs.append(y.detach().clone())
                 if spec.keeps_no_tensor:
-                    _keeps_no_tensor(spec, y, leaves, label, allocations)
+                    _keeps_no_tensor(spec, y, leaves, label, records[0])
                     _overwrite(y)
                 grads = _student_grads(spec, y, leaves, dy, label)
             del y, leaves
@@ -388,13 +388,13 @@ def let_go(spec, outputs: tuple, graph: list, label) -> tuple:
 KEPT_BYTES = 64
 
 
-def _keeps_no_tensor(spec, y, leaves, label, allocations: list) -> None:
+def _keeps_no_tensor(spec, y, leaves, label, record) -> None:
     """The forward pass kept no tensor for the backward (its ctx is the Function's node below y): none
     saved, none set on ctx (but its inputs, or a few bytes: a seed), none of the memory it allocated still
     alive once it returned, other than its output's (a red team kept its mask in a list on ctx, in a
     module-level dict and in a closure), and no memory from before the call handed to its kernels (a
     buffer kept between calls)."""
-    made, launched = allocations
+    made, launched = record.allocations, record.launched
     inputs = {_storage_address(t) for t in leaves if isinstance(t, torch.Tensor)}
     output = _storage_address(y)
     node = _function_node(y.grad_fn)

@@ -127,8 +127,9 @@ class CallRecord:
     # per row, so that the sum over a row of logits is the kernel's)
     sum_limit: int | None = None
     # watch(allocations=True): what the call's PyTorch ops allocated, [(StorageWeakRef, bytes, shape, dtype, address)],
-    # so that a caller can ask which of them outlived it (a dropout forward that keeps its mask)
+    # so that a caller can ask which of them outlived it (a dropout forward that keeps its mask); and their addresses
     allocations: list | None = None
+    allocated: set = field(default_factory=set)
     # ... and the memory its Triton launches were handed ({address: (bytes, shape, dtype)})
     launched: dict | None = None
     # watch(launch_values=): the most distinct numbers the call may hand its launches (_Watcher.handed)
@@ -653,7 +654,8 @@ class _Watcher(TorchDispatchMode):
         for t in _tensors_in(values):
             storage = _storage(t)
             if storage.data_ptr() not in had and storage.nbytes() and \
-                    storage.data_ptr() not in {a[4] for a in self.record.allocations}:
+                    storage.data_ptr() not in self.record.allocated:
+                self.record.allocated.add(storage.data_ptr())
                 spanned = bounds.span_elements(t) * t.element_size()
                 self.record.allocations.append((StorageWeakRef(storage), spanned, tuple(t.shape), t.dtype,
                                                 storage.data_ptr()))
