@@ -217,3 +217,9 @@ def first_value_by_bisection(x, steps=20):
         except Exception:
             low = middle
     return low
+
+
+@triton.jit
+def tuple_kernel(x_ptr, bits):
+    """Stores the first of a tuple of numbers (a kernel handed many numbers in one argument)."""
+    tl.store(x_ptr, bits[0])

@@ -158,32 +158,35 @@ def test_fills_of_numbers_count_once_per_place_and_value():
     assert record.forbidden() == []
 
 
-def test_numbers_handed_to_launches_count_once_per_value_wherever_they_go():
+def test_numbers_handed_to_launches_count_their_bits_where_they_change():
     # A random op's mask drawn in Python has a way in without a tensor: numbers handed to launches (as
     # arguments, tuples of them, a grid's sizes, a grid function's, where a view starts in its memory).
-    from grader.student.guard import _numbers_in
+    from grader.student.guard import _bits, _numbers_in
     x = torch.zeros(4096, device=DEVICE.torch_device)
     launch = kernels.scale_in_place_kernel
-    with watch(launch_values=16) as record:   # the same sizes and scale, 32 times over
+    refused = ["more than 400 bits of numbers handed to kernel launches (a mask or values drawn in Python and "
+               "passed in as arguments: draw them in the kernel)"]
+    with watch(launch_bits=400) as record:   # the same sizes and scale, 32 times over: 32 x (1 + 6) and the first's
         for _ in range(32):
             launch[(4,)](x, x.numel(), 0.5, BLOCK=1024)
     assert record.forbidden() == []
     ways_in = {"arguments": lambda i: launch[(1,)](x, 8, 1.0 + i, BLOCK=8),
+               "a tuple": lambda i: kernels.tuple_kernel[(1,)](x, tuple((i >> k) & 1 for k in range(64))),
                "grid sizes": lambda i: launch[(1 + i,)](x, 8, 1.0, BLOCK=8),
                "a grid function's sizes": lambda i: launch[lambda meta: (1 + i,)](x, 8, 1.0, BLOCK=8),
                "views' offsets": lambda i: launch[(1,)](x[i:], 8, 1.0, BLOCK=8)}
     for way, launched in ways_in.items():
-        with watch(launch_values=16) as record:
-            for i in range(20):
+        with watch(launch_bits=400) as record:
+            for i in range(48):
                 launched(i)
-        assert record.forbidden() == ["more than 16 distinct numbers handed to kernel launches (a mask or values "
-                                      "drawn in Python and passed in as arguments: draw them in the kernel)"], way
+        assert record.forbidden() == refused, way
     with watch() as record:   # no bound where none is asked for (outputs computed from inputs: reads are bound)
-        for i in range(20):
+        for i in range(48):
             launch[(1,)](x, 8, 1.0 + i, BLOCK=8)
     assert record.forbidden() == []
-    # a tuple's ints each, a string a byte a character (a constexpr a kernel could unroll over)
-    assert list(_numbers_in(((1, 2, (3,)), {"s": "ab"}, None))) == [1, 2, 3, "ab"]
+    assert list(_numbers_in(((1, 2, (3,)), {"s": "ab"}, None))) == [((0, 0), 1), ((0, 1), 2), ((0, 2, 0), 3),
+                                                                    ((1, "s"), "ab")]
+    assert [_bits(v) for v in (True, 0, 5, -5, 0.5, "ab")] == [1, 1, 3, 4, 64, 16]
 
 
 @pytest.mark.skipif(DEVICE.is_gpu, reason="an interpreted kernel's assert is Python (a GPU's is fatal to the context)")

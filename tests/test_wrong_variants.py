@@ -497,9 +497,9 @@ VARIANTS = [
      ["Tensor.apply_", "aten.rand"]),
     # a mask the kernel drew, kept for the backward where ctx's attributes do not show it (a red team's)
     ("dropout: a mask drawn in Python, 31 bits an int argument", "day5/dropout", "day5.dropout",
-     _bits_launch("launch_bits(x, p, seed, 1)"), ["distinct numbers handed to kernel launches", "in the kernel"]),
+     _bits_launch("launch_bits(x, p, seed, 1)"), ["bits of numbers handed to kernel launches", "in the kernel"]),
     ("dropout: a mask drawn in Python, a tuple of ints an argument", "day5/dropout", "day5.dropout",
-     _bits_launch("launch_bits(x, p, seed, 16)"), ["distinct numbers handed to kernel launches"]),
+     _bits_launch("launch_bits(x, p, seed, 16)"), ["bits of numbers handed to kernel launches"]),
     ("dropout: the mask kept in a list on ctx", "day5/dropout", "day5.dropout",
      _kept_mask("ctx.kept = [keep]", "ctx.kept[0]"), ["still alive after it returned", "the seed and p"]),
     ("dropout: the mask kept in a module-level dict", "day5/dropout", "day5.dropout",

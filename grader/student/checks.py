@@ -114,20 +114,21 @@ def watch_student(spec, inputs, **options):
     bound = spec.linear_above(*_tensors_in(inputs)) if spec.linear_above else None
     sum_limit = spec.sum_limit(*_tensors_in(inputs)) if spec.sum_limit else None
     return watch(also_allowed=spec.also_allowed, linear_above=bound, sum_limit=sum_limit,
-                 launch_values=_launch_values(spec, inputs), **options)
+                 launch_bits=_launch_bits(spec, inputs), **options)
 
 
-def _launch_values(spec, inputs) -> int | None:
-    """How many distinct numbers a call of a random op (spec.judge: dropout) may hand its launches: 64, and
-    4 a row of its first input (an offset per row, where a kernel is launched row by row). Its output
-    depends on no input's values, so a mask drawn in Python needs no reading out, only a way in: numbers
-    passed as arguments. Where the output is computed from the inputs, reading them out is what is bounded
-    (guard.HOST_ELEMENTS; tl.device_print is refused), and there no bound on launch arguments is needed."""
+def _launch_bits(spec, inputs) -> int | None:
+    """How many bits a call of a random op (spec.judge: dropout) may hand its launches in numbers
+    (guard._Watcher.handed_to_launch): 64 numbers of 64 bits, and 128 bits a row of its first input (a
+    launch a row hands a new offset or two, of 26 bits at most on the graded shapes). Its output depends
+    on no input's values, so a mask drawn in Python needs no reading out, only a way in: numbers passed
+    as arguments. Where the output is computed from the inputs, reading them out is what is bounded
+    (guard.HOST_ELEMENTS; a kernel that prints is refused), and launch arguments are not counted."""
     if spec.judge is None:
         return None
     first = next(_tensors_in(inputs), None)
     rows = first.numel() // first.shape[-1] if first is not None and first.dim() >= 2 and first.shape[-1] else 1
-    return HOST_ELEMENTS + 4 * rows
+    return 64 * HOST_ELEMENTS + 128 * rows
 
 
 def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None, records: list | None = None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import types
 from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -132,8 +133,8 @@ class CallRecord:
     allocated: set = field(default_factory=set)
     # ... and the memory its Triton launches were handed ({address: (bytes, shape, dtype)})
     launched: dict | None = None
-    # watch(launch_values=): the most distinct numbers the call may hand its launches (_Watcher.handed)
-    launch_values: int | None = None
+    # watch(launch_bits=): the most bits the call may hand its launches in numbers (_Watcher.handed_to_launch)
+    launch_bits: int | None = None
 
     def note_launched(self, values) -> None:
         for t in _tensors_in(values):
@@ -544,7 +545,8 @@ class _Watcher(TorchDispatchMode):
         self.host_elements = 0
         self.put_elements = 0
         self.fills = set()   # (storage, offset, elements, value) of each fill with a number (_filled)
-        self.handed = {}     # the distinct numbers handed to launches, with what each may carry (_handed)
+        self.launch_bits = 0    # bits handed to launches in numbers, and the last number at each place
+        self.last_handed = {}   # ({(kernel, place): number}: handed_to_launch)
 
     def read_out(self, what: str, elements: int) -> None:
         """The student's code took `elements` values out of PyTorch by `what`."""
@@ -568,24 +570,28 @@ class _Watcher(TorchDispatchMode):
                                          f"written into tensors a few at a time: what they hold was computed "
                                          f"outside Triton)")
 
-    def handed_to_launch(self, values) -> None:
-        """Numbers the student's code hands a launch (arguments, tuples of them, the grid, where its
-        tensors start in their memory), counted once per distinct value, against watch(launch_values=). A
-        random op's mask needs no input read, so Python can draw it and pass it in: a red team's dropout
-        handed each launch 31 mask bits as an int, or a tuple of ints. Honest launches hand the same sizes,
-        strides, p and seed again, and an offset per chunk or row."""
-        limit = self.record.launch_values
+    def handed_to_launch(self, kernel, values) -> None:
+        """The bits a launch of `kernel` is handed in numbers (arguments, tuples of them, the grid's sizes,
+        where its tensors start in their memory), counted against watch(launch_bits=): one for the launch,
+        one for each number the same as at that place in the kernel's last launch, and the number's own
+        bits where it changed. A random op's mask needs no input read, so Python can draw it and pass it
+        in: a red team's dropout handed each launch 31 mask bits as an int, or a tuple of ints. Counting
+        distinct values would let a small alphabet through, launch after launch (a position from an
+        atomic counter in the kernel); counting the same number again as one bit lets a launch a row
+        through, which hands the same sizes, p and seed again and a new offset."""
+        limit = self.record.launch_bits
         if limit is None:
             return
-        before = sum(self.handed.values())
-        for value in _numbers_in(values):
-            # a string is a constexpr the kernel may unroll over: it carries a byte a character
-            self.handed[(type(value), value)] = max(1, len(value) // 8) if isinstance(value, str) else 1
-        after = sum(self.handed.values())
-        if before <= limit < after:   # said once, when crossed
-            self.record.torch_ops.append(f"more than {limit} distinct numbers handed to kernel launches (a mask "
-                                         f"or values drawn in Python and passed in as arguments: draw them in "
-                                         f"the kernel)")
+        before = self.launch_bits
+        self.launch_bits += 1
+        for place, value in _numbers_in(values):
+            key = (kernel, place)
+            self.launch_bits += 1 if self.last_handed.get(key, _NOTHING) == value else _bits(value)
+            self.last_handed[key] = value
+        if before <= limit < self.launch_bits:   # said once, when crossed
+            self.record.torch_ops.append(f"more than {limit} bits of numbers handed to kernel launches (a mask or "
+                                         f"values drawn in Python and passed in as arguments: draw them in the "
+                                         f"kernel)")
 
     def put_in(self, what: str, elements: int) -> None:
         """The student's code made tensors of `elements` values from Python or NumPy by `what`."""
@@ -1012,15 +1018,17 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
             record.note_storages((args, kwargs))
         if record.launched is not None and not watcher.in_triton:
             record.note_launched((args, kwargs))
-        if entry and not watcher.in_triton and record.launch_values is not None:
-            watcher.handed_to_launch((args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}))
+        if entry and not watcher.in_triton and record.launch_bits is not None:
+            kernel = _function_of(self)
+            watcher.handed_to_launch(kernel, (args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}))
             grid = kwargs.get("grid", getattr(self, "grid", None))
+            note_grid = lambda sizes: watcher.handed_to_launch((kernel, "grid"), sizes)   # noqa: E731
             if not callable(grid):
-                watcher.handed_to_launch(grid)
+                note_grid(grid)
             elif "grid" in kwargs:   # a grid function's sizes, once it runs
-                kwargs["grid"] = _StudentCode(grid, watcher, noted=watcher.handed_to_launch)
+                kwargs["grid"] = _StudentCode(grid, watcher, noted=note_grid)
             elif not isinstance(grid, _StudentCode):   # the interpreter's executor holds it
-                self.grid = _StudentCode(grid, watcher, noted=watcher.handed_to_launch)
+                self.grid = _StudentCode(grid, watcher, noted=note_grid)
         # With linear_above, what the launch wrote and copied (CallRecord.after_launch): compared once
         # around the outermost entry (an autotuner's benchmarking, its launch in the end), as it was
         # before and after; not while memory is measured, where copies of the tensors would count (that
@@ -1411,25 +1419,48 @@ def _tensors_in(values):
             yield from _tensors_in(v)
 
 
-def _numbers_in(values):
-    """The numbers and strings among launch arguments, nested in tuples, lists and dicts (a tensor gives
-    where it starts in its memory: views at chosen offsets carry numbers too)."""
+def _numbers_in(values, place=()):
+    """(place, number) for the numbers and strings among launch arguments, nested in tuples, lists and
+    dicts, each with where it sits; a tensor gives where it starts in its memory (views at chosen offsets
+    carry numbers too)."""
     if isinstance(values, torch.Tensor):
-        yield ("offset", values.storage_offset())
+        yield place, values.storage_offset()
     elif isinstance(values, (bool, int, float, str)):
-        yield values
+        yield place, values
     elif isinstance(values, (list, tuple)):
-        for v in values:
-            yield from _numbers_in(v)
+        for i, v in enumerate(values):
+            yield from _numbers_in(v, (*place, i))
     elif isinstance(values, dict):
-        for v in values.values():
-            yield from _numbers_in(v)
+        for k, v in values.items():
+            yield from _numbers_in(v, (*place, k))
+
+
+def _bits(value) -> int:
+    """What a number handed to a launch can carry: an int its bits (and a sign), a float 64, a string (a
+    constexpr a kernel may unroll over) 8 a character."""
+    if isinstance(value, bool):
+        return 1
+    if isinstance(value, int):
+        return max(1, abs(value).bit_length() + (value < 0))
+    if isinstance(value, float):
+        return 64
+    return 8 * max(1, len(value))
+
+
+def _function_of(launcher):
+    """The Python function a launcher runs (a JITFunction's, an interpreter's executor's, an autotuner's)."""
+    fn = launcher
+    for _ in range(4):
+        if isinstance(fn, types.FunctionType):
+            return fn
+        fn = getattr(fn, "fn", None)
+    return type(launcher)
 
 
 @contextmanager
 def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: bool | None = None,
           memory: bool = False, linear_above: int | None = None, follow_copies: bool = True,
-          sum_limit: int | None = None, allocations: bool = False, launch_values: int | None = None):
+          sum_limit: int | None = None, allocations: bool = False, launch_bits: int | None = None):
     """Run a block under the watcher; yields the CallRecord it fills in.
 
     `also_allowed` names extra ATen ops an exercise permits (e.g. "sum" to add up per-block partials).
@@ -1447,12 +1478,12 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     `sum_limit`: no PyTorch sum may read more elements than this.
     `allocations`: note what the block's ops allocate and what its launches are handed (CallRecord.allocations,
     CallRecord.launched).
-    `launch_values`: the block may hand its launches at most this many distinct numbers (_Watcher.handed).
+    `launch_bits`: the block may hand its launches at most this many bits in numbers (_Watcher.handed_to_launch).
     """
     global _active
     record = CallRecord(touched={} if memory else None, linear_above=linear_above, follow_copies=follow_copies,
                         sum_limit=sum_limit, allocations=[] if allocations else None,
-                        launched={} if allocations else None, launch_values=launch_values)
+                        launched={} if allocations else None, launch_bits=launch_bits)
     _note_replaced_operators(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     outer, _active = _active, _Watch(record, watcher, compile_ahead=ops if tune_briefly is None else tune_briefly)
