@@ -129,8 +129,10 @@ def _foreign_reach(fn, seen: set, depth: int) -> list:
                 module = (obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None)) or ""
                 if not isinstance(module, str):
                     continue
-                if (module == "builtins" and name == "print") or \
-                        (module.split(".")[0] == "triton" and getattr(obj, "__name__", None) in _PRINTS):
+                # (Triton 3.3's interpreter leaves tl's functions patched after a launch, tl.device_print as a
+                # lambda, tl.static_print as the builtin print: the name as written tells then)
+                if obj is print or (module.split(".")[0] == "triton" and (
+                        getattr(obj, "__name__", None) in _PRINTS or name.split(".")[-1] in _PRINTS)):
                     found.append(("print", f"`{name}`"))
                     continue
                 inner = getattr(obj, "fn", None)
