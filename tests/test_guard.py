@@ -161,8 +161,10 @@ def test_fills_of_numbers_count_once_per_place_and_value():
 def test_numbers_handed_to_launches_count_their_bits_where_they_change():
     # A random op's mask drawn in Python has a way in without a tensor: numbers handed to launches (as
     # arguments, tuples of them, a grid's sizes, a grid function's, where a view starts in its memory).
+    import numpy as np
     from grader.student.guard import _bits, _numbers_in
     x = torch.zeros(4096, device=DEVICE.torch_device)
+    pool = [torch.zeros(4096, device=DEVICE.torch_device) for _ in range(8)]   # a pointer difference is a number
     launch = kernels.scale_in_place_kernel
     refused = ["more than 400 bits of numbers handed to kernel launches (a mask or values drawn in Python and "
                "passed in as arguments: draw them in the kernel)"]
@@ -174,7 +176,8 @@ def test_numbers_handed_to_launches_count_their_bits_where_they_change():
                "a tuple": lambda i: kernels.tuple_kernel[(1,)](x, tuple((i >> k) & 1 for k in range(64))),
                "grid sizes": lambda i: launch[(1 + i,)](x, 8, 1.0, BLOCK=8),
                "a grid function's sizes": lambda i: launch[lambda meta: (1 + i,)](x, 8, 1.0, BLOCK=8),
-               "views' offsets": lambda i: launch[(1,)](x[i:], 8, 1.0, BLOCK=8)}
+               "views' offsets": lambda i: launch[(1,)](x[37 * i:], 8, 1.0, BLOCK=8),
+               "a choice of tensor": lambda i: launch[(1,)](pool[i % len(pool)], 8, 1.0, BLOCK=8)}
     for way, launched in ways_in.items():
         with watch(launch_bits=400) as record:
             for i in range(48):
@@ -184,9 +187,12 @@ def test_numbers_handed_to_launches_count_their_bits_where_they_change():
         for i in range(48):
             launch[(1,)](x, 8, 1.0 + i, BLOCK=8)
     assert record.forbidden() == []
-    assert list(_numbers_in(((1, 2, (3,)), {"s": "ab"}, None))) == [((0, 0), 1), ((0, 1), 2), ((0, 2, 0), 3),
-                                                                    ((1, "s"), "ab")]
+    import triton.language as tl
+    assert list(_numbers_in(((1, np.int64(2), (tl.constexpr(3),)), {"s": "ab"}, None))) == \
+        [((0, 0), 1), ((0, 1), 2), ((0, 2, 0), 3), ((1, "s"), "ab")]
+    assert list(_numbers_in([x]))[1:] == [((0, "dtype"), "torch.float32")]
     assert [_bits(v) for v in (True, 0, 5, -5, 0.5, "ab")] == [1, 1, 3, 4, 64, 16]
+    assert _bits(1000 + 4 * 512, last=1000) == 12   # an address a row of 512 floats further on
 
 
 @pytest.mark.skipif(DEVICE.is_gpu, reason="an interpreted kernel's assert is Python (a GPU's is fatal to the context)")

@@ -7,6 +7,7 @@ tensors with ATen ops), so launches are counted and everything inside them is ig
 """
 from __future__ import annotations
 
+import numbers
 import os
 import random
 import sys
@@ -572,9 +573,9 @@ class _Watcher(TorchDispatchMode):
 
     def handed_to_launch(self, kernel, values) -> None:
         """The bits a launch of `kernel` is handed in numbers (arguments, tuples of them, the grid's sizes,
-        where its tensors start in their memory), counted against watch(launch_bits=): one for the launch,
-        one for each number the same as at that place in the kernel's last launch, and the number's own
-        bits where it changed. A random op's mask needs no input read, so Python can draw it and pass it
+        its tensors' addresses and dtypes: _numbers_in), counted against watch(launch_bits=): one for the
+        launch, one for each number the same as at that place in the kernel's last launch, and the
+        number's own bits where it changed (an address, how far it moved). A random op's mask needs no input read, so Python can draw it and pass it
         in: a red team's dropout handed each launch 31 mask bits as an int, or a tuple of ints. Counting
         distinct values would let a small alphabet through, launch after launch (a position from an
         atomic counter in the kernel); counting the same number again as one bit lets a launch a row
@@ -586,7 +587,13 @@ class _Watcher(TorchDispatchMode):
         self.launch_bits += 1
         for place, value in _numbers_in(values):
             key = (kernel, place)
-            self.launch_bits += 1 if self.last_handed.get(key, _NOTHING) == value else _bits(value)
+            last, kind = self.last_handed.get(key, _NOTHING), place[-1:]
+            if last == value or (last is _NOTHING and kind == (ADDRESS,)):   # (the first address: 1)
+                self.launch_bits += 1
+            elif kind == (DTYPE,):   # one of a few dozen
+                self.launch_bits += 8
+            else:
+                self.launch_bits += _bits(value, last if kind == (ADDRESS,) else None)
             self.last_handed[key] = value
         if before <= limit < self.launch_bits:   # said once, when crossed
             self.record.torch_ops.append(f"more than {limit} bits of numbers handed to kernel launches (a mask or "
@@ -1421,28 +1428,41 @@ def _tensors_in(values):
 
 def _numbers_in(values, place=()):
     """(place, number) for the numbers and strings among launch arguments, nested in tuples, lists and
-    dicts, each with where it sits; a tensor gives where it starts in its memory (views at chosen offsets
-    carry numbers too)."""
+    dicts (and in Triton's constexprs), each with where it sits. A tensor gives its address and its dtype
+    (a kernel can subtract two pointers, and branch on a dtype), at places of their own (ADDRESS, DTYPE)."""
     if isinstance(values, torch.Tensor):
-        yield place, values.storage_offset()
-    elif isinstance(values, (bool, int, float, str)):
+        yield (*place, ADDRESS), values.data_ptr()
+        yield (*place, DTYPE), str(values.dtype)
+    elif isinstance(values, (bool, str)):
         yield place, values
+    elif isinstance(values, numbers.Integral):   # (NumPy's integers too)
+        yield place, int(values)
+    elif isinstance(values, numbers.Number):
+        yield place, float(values) if isinstance(values, numbers.Real) else complex(values)
     elif isinstance(values, (list, tuple)):
         for i, v in enumerate(values):
             yield from _numbers_in(v, (*place, i))
     elif isinstance(values, dict):
         for k, v in values.items():
             yield from _numbers_in(v, (*place, k))
+    elif type(values).__module__.split(".")[0] == "triton" and hasattr(values, "value"):   # a tl.constexpr
+        yield from _numbers_in(values.value, place)
 
 
-def _bits(value) -> int:
+ADDRESS, DTYPE = "address", "dtype"
+
+
+def _bits(value, last=None) -> int:
     """What a number handed to a launch can carry: an int its bits (and a sign), a float 64, a string (a
-    constexpr a kernel may unroll over) 8 a character."""
+    constexpr a kernel may unroll over) 8 a character; an address, how far it moved from `last`
+    (a view a row further on moves by a row: a few bits; another tensor, by as many as a choice among
+    that many tensors carries)."""
     if isinstance(value, bool):
         return 1
     if isinstance(value, int):
-        return max(1, abs(value).bit_length() + (value < 0))
-    if isinstance(value, float):
+        moved = value - last if isinstance(last, int) else value
+        return max(1, abs(moved).bit_length() + (moved < 0))
+    if isinstance(value, (float, complex)):
         return 64
     return 8 * max(1, len(value))
 
