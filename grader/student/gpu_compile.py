@@ -135,6 +135,9 @@ def _foreign_reach(fn, seen: set, depth: int) -> list:
                         getattr(obj, "__name__", None) in _PRINTS or name.split(".")[-1] in _PRINTS)):
                     found.append(("print", f"`{name}`"))
                     continue
+                if _python_object_call(obj, module):
+                    found.append(("foreign", f"`{name}` (a call to a Python object or its method)"))
+                    continue
                 inner = getattr(obj, "fn", None)
                 if isinstance(inner, types.FunctionType) and (inner.__module__ or "").split(".")[0] == "triton":
                     continue                    # Triton's own language (tl.max is a @triton.jit function)
@@ -150,6 +153,39 @@ def _foreign_reach(fn, seen: set, depth: int) -> list:
                 else:
                     found += within(name, _foreign_reach(obj, seen, depth + 1))
     return list(dict.fromkeys(found))
+
+
+def _python_object_call(obj, module: str) -> bool:
+    """Whether a kernel's call goes to a Python object rather than to a function: a method of one (a list's
+    append or pop: a red team's kernel handed its blocks to the host through a list, and took a mask from
+    one), or an instance with __call__ (which may wrap a print). Triton compiles neither; the interpreter
+    runs both as Python. Triton's own objects, classes and functions are not such calls."""
+    if module.split(".")[0] == "triton" or isinstance(obj, (type, types.FunctionType, types.ModuleType)):
+        return False
+    if isinstance(obj, types.BuiltinFunctionType):   # a builtin function, or a builtin method of an object
+        return not isinstance(getattr(obj, "__self__", None), (types.ModuleType, type(None)))
+    return isinstance(obj, types.MethodType) or not isinstance(getattr(obj, "fn", None), types.FunctionType)
+
+
+def globals_read(kernel) -> list:
+    """[(name, value)] of the numbers, strings and constexprs a kernel (and the @triton.jit functions it
+    names) reads from its module's globals as they are now: the interpreter reads them at each launch,
+    so a global changed between launches is a way in (a red team's mask, two constexpr words at a time)."""
+    found, seen, todo = [], set(), [getattr(kernel, "fn", kernel)]
+    while todo:
+        fn = todo.pop()
+        if not isinstance(fn, types.FunctionType) or id(fn) in seen or len(seen) > 16:
+            continue
+        seen.add(id(fn))
+        for name in fn.__code__.co_names:
+            value = fn.__globals__.get(name)
+            if isinstance(getattr(value, "fn", None), types.FunctionType) and \
+                    (value.fn.__module__ or "").split(".")[0] != "triton":
+                todo.append(value.fn)
+            elif isinstance(value, (int, float, str)) or (type(value).__module__.split(".")[0] == "triton"
+                                                          and isinstance(getattr(value, "value", None), (int, float, str))):
+                found.append((f"{fn.__name__}.{name}", value))
+    return found
 
 
 def _resolved(func, scope: dict, local: set):

@@ -151,6 +151,15 @@ class CallRecord:
     # each of Day 4's attention candidates on an H200, and the autotuner picked a slower one.
     unlooked: dict = field(default_factory=dict)
 
+    # ... and what each storage's values may have been computed from through launches too ({address: sources}):
+    # a launch's outputs come from everything it was handed. Only additions ask (_adds_itself): a red team's
+    # kernel copied a row's halves into two new tensors for PyTorch to add, level after level.
+    ancestry: dict = field(default_factory=dict)
+
+    def ancestry_of(self, t: torch.Tensor) -> frozenset:
+        """Everything t's values may come from: its sources, and what the launches that wrote them read."""
+        return self.sources_of(t) | self.ancestry.get(_storage(t).data_ptr(), frozenset())
+
     def sources_of(self, t: torch.Tensor) -> frozenset:
         """What PyTorch computed t's values from, as far as this call saw: an input is its own source."""
         address = _storage(t).data_ptr()
@@ -229,6 +238,10 @@ class CallRecord:
             address = _storage(t).data_ptr()
             new = self.sources_of(t).union(*copied) if copied else self._fresh_value(t)
             written[address] = written.get(address, frozenset()) | new
+        handed = frozenset().union(*(sources | self.ancestry.get(_storage(t).data_ptr(), frozenset())
+                                     for t, _, sources in before))
+        for address in written:
+            self.ancestry[address] = self.ancestry.get(address, frozenset()) | handed
         self.sources.update(written)
 
     def _positions(self, t: torch.Tensor) -> torch.Tensor:
@@ -368,6 +381,7 @@ SUMS = frozenset("sum mean nansum nanmean sum_to_size cumsum cumsum_ logsumexp".
 # ... and additions, which sum too where both terms come from one tensor: a red team added a row's halves,
 # the halves of that, and so on (e[:, :w].sub(e[:, w:], alpha=-1), log2(V) times)
 ADDITIONS = frozenset("add add_ sub sub_ rsub".split())
+ADDITION_ROOM = 4
 
 
 # Products, with the positions of their two factors. A product is linear in each factor, not in both:
@@ -646,11 +660,13 @@ class _Watcher(TorchDispatchMode):
             # (a slice's sum counts what its allocation holds: a red team summed the logits slice by slice)
             read = max((max(t.numel(), self.record.allocation_elements(t)) for t in _tensors_in((args, kwargs))),
                        default=0)
-            if read > self.record.sum_limit:
+            # (an addition may fold the columns of a workspace of up to 4 times as many: a few numbers a row,
+            # where a red team's sweep had an honest (rows, 8) buffer's columns subtracted)
+            limit = self.record.sum_limit * (1 if name in SUMS else ADDITION_ROOM)
+            if read > limit:
                 what = f"aten.{name} of {_elements(read)}" if name in SUMS else \
                     f"aten.{name} of two parts of {_elements(read)} (a sum, by additions)"
-                self.record.torch_ops.append(f"{what} (PyTorch may sum at most {_elements(self.record.sum_limit)} "
-                                             f"at once here)")
+                self.record.torch_ops.append(f"{what} (PyTorch may sum at most {_elements(limit)} at once here)")
         if had is not None:
             self._note_allocations(had, (args, kwargs, out))
         return out
@@ -702,10 +718,10 @@ class _Watcher(TorchDispatchMode):
                                         f"column at a time)")
 
     def _adds_itself(self, args) -> bool:
-        """Whether an addition's two terms were computed from a common source (parts of one tensor, or copies
-        of them): a step of a sum over that tensor."""
+        """Whether an addition's two terms were computed from a common source (parts of one tensor, copies of
+        them, or what launches wrote from them: CallRecord.ancestry): a step of a sum over that tensor."""
         terms = [a for a in args[:2] if isinstance(a, torch.Tensor)]
-        return len(terms) == 2 and bool(self.record.sources_of(terms[0]) & self.record.sources_of(terms[1]))
+        return len(terms) == 2 and bool(self.record.ancestry_of(terms[0]) & self.record.ancestry_of(terms[1]))
 
     def _self_product(self, name, args) -> str | None:
         """A product whose two factors were computed from a common source: not a linear map."""
@@ -727,8 +743,11 @@ class _Watcher(TorchDispatchMode):
             if name not in ALLOCATIONS else frozenset()
         if name in LINEAR_OPS:   # products too: [x + r | r] @ [I; -I] is x again (a red team's)
             read = record.values_from_launches(out, read)
+        came_from = frozenset().union(*(record.ancestry_of(t) for t in _tensors_in((args, kwargs)))) \
+            if name not in ALLOCATIONS else frozenset()
         for t in _tensors_in(out):
             record.sources[_storage(t).data_ptr()] = read
+            record.ancestry[_storage(t).data_ptr()] = came_from
             record.forget_sketches(t)
 
     def _custom_op(self, func, args, kwargs):
@@ -1025,9 +1044,12 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
             record.note_storages((args, kwargs))
         if record.launched is not None and not watcher.in_triton:
             record.note_launched((args, kwargs))
-        if entry and not watcher.in_triton and record.launch_bits is not None:
+        # (at each launch, not at the student's call: an autotuner's config and a heuristic's values arrive
+        # here, and a red team handed its mask through them)
+        if counts and record.launch_bits is not None and not kwargs.get("warmup", False):
             kernel = _function_of(self)
-            watcher.handed_to_launch(kernel, (args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}))
+            watcher.handed_to_launch(kernel, (args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")},
+                                              dict(gpu_compile.globals_read(kernel))))
             grid = kwargs.get("grid", getattr(self, "grid", None))
             note_grid = lambda sizes: watcher.handed_to_launch((kernel, "grid"), sizes)   # noqa: E731
             if not callable(grid):
@@ -1079,7 +1101,8 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 # An interpreted kernel's error says what its Python saw (an assert's message, the element a
                 # load went past), and whether it raised is a bit: code that catches them reads the kernel's
                 # values out a bit at a time. Where the student's code goes on, the call is refused (refuse).
-                if type(self).__name__ == "GridExecutor" and not depth:
+                # (not one before the body ran: arguments that do not bind, a version fallback's TypeError)
+                if type(self).__name__ == "GridExecutor" and not depth and type(error).__name__ == "InterpreterError":
                     record.launch_errors.append(f"kernel `{getattr(self.fn, '__name__', '?')}` raised "
                                                 f"{type(error).__name__}")
                 raise
