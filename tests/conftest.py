@@ -45,20 +45,11 @@ def require_sandbox():
         pytest.skip(f"kernels cannot be sandboxed here: {why_not}")
 
 
-# Files whose tests share nothing (each runs a notebook's code afresh): with `--dist loadgroup` their tests
-# spread over the workers one by one. Every other file's tests stay together in one worker, in order (a
-# module's fixtures built once, a lecture notebook's cells run in one kernel). The newest version pair's
-# tests, most of them these files', took 3:29 kept by file and 2:36 spread, on 2 cores.
-SPREAD = {"test_wrong_variants", "test_solutions"}
-
-
 def pytest_collection_modifyitems(items):
     for item in items:
         for marker, files in FILES_MARKED.items():
             if item.path.stem in files:
                 item.add_marker(marker)
-        if item.path.stem not in SPREAD:
-            item.add_marker(pytest.mark.xdist_group(str(item.path)))
 
 
 @pytest.fixture
