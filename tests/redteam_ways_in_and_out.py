@@ -3,6 +3,24 @@ ways into a dropout kernel and out of a cross-entropy kernel that got around the
 refused. Each is the cell of a notebook, as a module of its own (tests/test_redteam_ways_in_and_out.py).
 The cheats are kept here so that the rules stay closed; they are not course material."""
 
+# Each dropout answer's Function around its `launch(x, p, seed)`: the backward draws the mask again from the seed
+DROPOUT_AROUND_LAUNCH = """
+
+class DropoutFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, p, seed):
+        ctx.p, ctx.seed = p, seed
+        return launch(x.contiguous(), p, seed)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return launch(dy.contiguous(), ctx.p, ctx.seed), None, None
+
+
+def dropout(x, p, seed):
+    return DropoutFunction.apply(x, p, seed)
+"""
+
 DROPOUT_MASK_IN_HEURISTICS = """# CHEAT: dropout mask drawn by Python's random, handed to each launch through @triton.heuristics values
 # (the heuristic's results go to the inner launch, which the launch-bits counter does not see).
 import random
@@ -36,19 +54,7 @@ def launch(x, p, seed):
         _STATE["mask"], _STATE["start"] = word, s
         k[(1,)](x, out, n, scale)
     return out
-
-class DropoutFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, p, seed):
-        ctx.p, ctx.seed = p, seed
-        return launch(x.contiguous(), p, seed)
-    @staticmethod
-    def backward(ctx, dy):
-        return launch(dy.contiguous(), ctx.p, ctx.seed), None, None
-
-def dropout(x, p, seed):
-    return DropoutFunction.apply(x, p, seed)
-"""
+""" + DROPOUT_AROUND_LAUNCH
 
 DROPOUT_MASK_IN_AUTOTUNE_CONFIG = """# CHEAT: dropout mask drawn by Python's random, handed to each launch through a one-config @triton.autotune
 # whose triton.Config is replaced before each launch (its values go to the inner launch, not counted).
@@ -80,19 +86,7 @@ def launch(x, p, seed):
         k.configs[0] = triton.Config({"M0": word & 0x7FFFFFFF, "M1": (word >> 31) & 0x7FFFFFFF, "START": s})
         k[(1,)](x, out, n, scale)
     return out
-
-class DropoutFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, p, seed):
-        ctx.p, ctx.seed = p, seed
-        return launch(x.contiguous(), p, seed)
-    @staticmethod
-    def backward(ctx, dy):
-        return launch(dy.contiguous(), ctx.p, ctx.seed), None, None
-
-def dropout(x, p, seed):
-    return DropoutFunction.apply(x, p, seed)
-"""
+""" + DROPOUT_AROUND_LAUNCH
 
 DROPOUT_MASK_IN_GLOBAL_CONSTEXPRS = """# CHEAT (interpreter): the dropout mask drawn with Python's random, handed to each launch through a
 # module global tl.constexpr reassigned before the launch (not an argument: not counted).
@@ -124,19 +118,7 @@ def launch(x, p, seed):
         M0, M1, START = tl.constexpr(word & 0x7FFFFFFF), tl.constexpr(word >> 31), tl.constexpr(s)
         k[(1,)](x, out, n, 1.0 / (1.0 - p))
     return out
-
-class DropoutFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, p, seed):
-        ctx.p, ctx.seed = p, seed
-        return launch(x.contiguous(), p, seed)
-    @staticmethod
-    def backward(ctx, dy):
-        return launch(dy.contiguous(), ctx.p, ctx.seed), None, None
-
-def dropout(x, p, seed):
-    return DropoutFunction.apply(x, p, seed)
-"""
+""" + DROPOUT_AROUND_LAUNCH
 
 DROPOUT_MASK_POPPED_FROM_A_LIST = """# CHEAT (interpreter): the kernel fetches the mask from Python itself: MASKS.pop() on a module-level list,
 # called in the kernel body (a builtin method: the not-Triton check neither flags nor follows it).
@@ -166,19 +148,7 @@ def launch(x, p, seed):
     MASKS[:] = words[::-1]
     k[(1,)](x, out, n, 1.0 / (1.0 - p))
     return out
-
-class DropoutFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, p, seed):
-        ctx.p, ctx.seed = p, seed
-        return launch(x.contiguous(), p, seed)
-    @staticmethod
-    def backward(ctx, dy):
-        return launch(dy.contiguous(), ctx.p, ctx.seed), None, None
-
-def dropout(x, p, seed):
-    return DropoutFunction.apply(x, p, seed)
-"""
+""" + DROPOUT_AROUND_LAUNCH
 
 CE_BLOCKS_APPENDED_TO_A_LIST = """# CHEAT (interpreter): the kernel hands its loaded blocks to a Python list (SINK.append(...)): in the CPU
 # interpreter a block is a Python object holding a NumPy array of the values. The host code reads
@@ -357,17 +327,6 @@ def cross_entropy(logits, targets):
 
 HONEST_DROPOUT_LAUNCH_FALLBACK = """# honest: a version-compatibility fallback: try a launch option newer Tritons accept, else launch without it
 import torch, triton, triton.language as tl
-def make(launch):
-    class F(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, p, seed):
-            ctx.p, ctx.seed = p, seed
-            return launch(x.contiguous(), p, seed)
-        @staticmethod
-        def backward(ctx, dy):
-            return launch(dy.contiguous(), ctx.p, ctx.seed), None, None
-    return lambda x, p, seed: F.apply(x, p, seed)
-
 @triton.jit
 def k(x_ptr, out_ptr, n, p, scale, seed, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -383,5 +342,4 @@ def launch(x, p, seed):
     except TypeError:
         k[(triton.cdiv(n, 1024),)](*args, BLOCK=1024)
     return out
-dropout = make(launch)
-"""
+""" + DROPOUT_AROUND_LAUNCH
