@@ -271,30 +271,58 @@ _HALVING = ("    width = triton.next_power_of_2(n_cols)\n"
 PRINTED_LOGITS = """import contextlib
 import io
 import math
+import os
+import re
+import sys
+import tempfile
 
 
 @triton.jit
 def printing_kernel(logits_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
-    for start in range(0, n_cols, BLOCK_SIZE):
-        cols = start + tl.arange(0, BLOCK_SIZE)
-        tl.device_print("z", tl.load(logits_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32))
+    cols = tl.arange(0, BLOCK_SIZE)
+    tl.device_print("z", tl.load(logits_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32))
+
+
+def printed(launch):
+    # the interpreter prints through Python's stdout, a GPU's printf to file descriptor 1: catch both
+    python = io.StringIO()
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as gpu:
+        os.dup2(gpu.fileno(), 1)
+        try:
+            with contextlib.redirect_stdout(python):
+                launch()
+                if torch.cuda.is_available():
+                    torch.cuda.synchronize()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        gpu.seek(0)
+        return python.getvalue(), gpu.read().decode()
+
+
+def block_values(launch, n):
+    python, gpu = printed(launch)
+    if python:   # "(0, 0, 0)  z:  [v v ...]"
+        return [float(v) for v in python[python.index("[") + 1:python.index("]")].split()][:n]
+    found = {int(i): float(v) for i, v in re.findall(r"idx \\(\\s*(\\d+)\\) z: (\\S+)", gpu)}   # "idx ( 7) z: v", any order
+    return [found[i] for i in range(n)]
 
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     logits = logits.contiguous()
     n_rows, n_cols = logits.shape
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        for r in range(n_rows):
-            printing_kernel[(1,)](logits[r], n_cols, BLOCK_SIZE=512)
-            print("ROW")
     total, count = 0.0, 0
-    for r, text in enumerate(printed.getvalue().split("ROW")[:n_rows]):
-        values = [float(v) for part in text.split("z")[1:] for v in part[part.index("[") + 1:part.index("]")].split()]
+    for r in range(n_rows):
+        values = []
+        for start in range(0, n_cols, 512):
+            n = min(512, n_cols - start)
+            values += block_values(lambda: printing_kernel[(1,)](logits[r, start:], n, BLOCK_SIZE=512), n)
         target = int(targets[r])
         if target != IGNORE_INDEX:
-            top = max(values[:n_cols])
-            total += top + math.log(sum(math.exp(v - top) for v in values[:n_cols])) - values[target]
+            top = max(values)
+            total += top + math.log(sum(math.exp(v - top) for v in values)) - values[target]
             count += 1
     return torch.tensor(total / count, dtype=torch.float32, device=logits.device)"""
 
@@ -343,7 +371,7 @@ VARIANTS = [
     # a kernel that writes only exp(z), PyTorch summing each row over the vocabulary, another kernel taking
     # the log (a red team's): the sum over a row is the exercise's work
     ("cross-entropy: the row sums in PyTorch", "day2/cross_entropy", "day2.cross_entropy", _ROW_SUMS,
-     ["aten.sum of", "at most"]),
+     ["aten.sum:", "of one allocation summed", "at most"]),
     # ... the same, each row summed a few columns at a time, the partial sums joined and summed again
     ("cross-entropy: the row sums in PyTorch, slice by slice", "day2/cross_entropy", "day2.cross_entropy",
      {**_ROW_SUMS, "    sums = e.sum(dim=1)\n":
@@ -354,7 +382,7 @@ VARIANTS = [
       "        while len(parts) > 1:\n"
       "            parts = [torch.stack(parts[i:i + 15]).sum() for i in range(0, len(parts), 15)]\n"
       "        row_sums.append(parts[0].reshape(1))\n"
-      "    sums = torch.cat(row_sums)\n"}, ["aten.sum of", "at most"]),
+      "    sums = torch.cat(row_sums)\n"}, ["aten.sum:", "of one allocation summed", "at most"]),
     # ... and each row's slices of at most 1024 copied out first, so that no sum reads a slice of the logits:
     # an op for each slice, more than the bound on ops permits where there are few rows
     ("cross-entropy: the row sums in PyTorch, slices copied out", "day2/cross_entropy", "day2.cross_entropy",
@@ -365,11 +393,11 @@ VARIANTS = [
     # two, its halves added, the halves of that added, and so on; or halves copied out before they are added
     ("cross-entropy: the row sums by a tree of additions", "day2/cross_entropy", "day2.cross_entropy",
      {**_ROW_SUMS, "    sums = e.sum(dim=1)\n": _HALVING.format(add="e = e[:, :width].sub(e[:, width:], alpha=-1)")},
-     ["aten.sub of two parts of", "a sum, by additions", "at most"]),
+     ["aten.sub of two parts:", "summed by additions", "at most"]),
     ("cross-entropy: the row sums by a tree of additions of copies", "day2/cross_entropy", "day2.cross_entropy",
      {**_ROW_SUMS, "    sums = e.sum(dim=1)\n":
       _HALVING.format(add="e = e[:, :width].clone().sub(e[:, width:].clone(), alpha=-1)")},
-     ["aten.sub of two parts of", "at most"]),
+     ["aten.sub of two parts:", "at most"]),
     # the logits read out by tl.device_print (every bit, hex=True) with the standard output redirected, the
     # loss computed in Python (a red team's, in the interpreter; on a GPU printf reaches stdout too)
     ("cross-entropy: the logits read out by device_print", "day2/cross_entropy", "day2.cross_entropy",
@@ -557,8 +585,8 @@ VARIANTS = [
       "                box.append((loss.detach(), *torch.autograd.grad(loss, (hh, ww))))\n"
       "            return v\n"
       "        torch.zeros(1).apply_(work)\n"
-      "        ce_grad_kernel[(1,)](torch.zeros(1, 1), torch.zeros(1, dtype=torch.int64), torch.empty(1), "
-      "torch.ones(1), 1, 1, BLOCK=16)\n"
+      "        ce_grad_kernel[(1,)](torch.zeros(1, 1, device=h.device), torch.zeros(1, dtype=torch.int64, "
+      "device=h.device), torch.empty(1, device=h.device), torch.ones(1, device=h.device), 1, 1, BLOCK=16)\n"
       "        ctx.grads = box[0][1:]\n"
       "        return box[0][0]\n"
       "        h, w, targets = h.contiguous(), w.contiguous(), targets.contiguous()\n"},
@@ -961,6 +989,10 @@ HONEST_VARIANTS = [
     # a workspace cached in a module-level dict, grown when a call needs more, then sliced
     ('cross-entropy: a workspace kept between calls, grown when needed', 'day2/cross_entropy', 'day2.cross_entropy',
      {'def cross_entropy(logits: torch.Tensor': '_workspace = {}\n\n\ndef cross_entropy(logits: torch.Tensor', '    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n': '    buf = _workspace.get(logits.device)\n    if buf is None or buf.numel() < 2 * n_rows:\n        buf = _workspace[logits.device] = torch.empty(2 * n_rows, dtype=torch.float32, device=logits.device)\n    losses = buf[:2 * n_rows].view(2, n_rows)\n'}),
+    # ... as the graded shapes leave it on a GPU (4096 rows), then read for a call of a few rows
+    ('cross-entropy: a workspace grown by a larger call, a few of its numbers summed', 'day2/cross_entropy', 'day2.cross_entropy',
+     {'def cross_entropy(logits: torch.Tensor': '_workspace = {torch.device(d): torch.empty(2 * 4096, device=d) for d in ("cpu", "cuda:0")\n'
+      '              if d == "cpu" or torch.cuda.is_available()}\n\n\ndef cross_entropy(logits: torch.Tensor', '    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n': '    buf = _workspace.get(logits.device)\n    if buf is None or buf.numel() < 2 * n_rows:\n        buf = _workspace[logits.device] = torch.empty(2 * n_rows, dtype=torch.float32, device=logits.device)\n    losses = buf[:2 * n_rows].view(2, n_rows)\n'}),
     # the losses' buffer from torch.full, the count kept at least 1 by torch.maximum
     ('cross-entropy: the count kept at least 1 by torch.maximum', 'day2/cross_entropy', 'day2.cross_entropy',
      {'    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n': '    losses = torch.full((2, n_rows), 0.0, dtype=torch.float32, device=logits.device)\n', '    total, count = losses.sum(dim=1)\n    return total / count': '    total, count = losses.sum(dim=1)\n    return total / torch.maximum(count, torch.tensor(1.0, device=count.device))'}),

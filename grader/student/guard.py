@@ -125,9 +125,10 @@ class CallRecord:
     # the guard sees (_note_sources), an in-place op it does not (the version counter, in the key).
     sketches: dict = field(default_factory=dict)
     follow_copies: bool = True   # watch(follow_copies=)
-    # watch(sum_limit=): the most elements one PyTorch sum may read (Day 2's cross-entropy: a few numbers
-    # per row, so that the sum over a row of logits is the kernel's)
+    # watch(sum_limit=): the most elements PyTorch's sums may read of one allocation in a call (Day 2's
+    # cross-entropy: a few numbers per row, so that the sum over a row of logits is the kernel's)
     sum_limit: int | None = None
+    summed: dict = field(default_factory=dict)   # {storage address: (StorageWeakRef, elements PyTorch's sums read)}
     # watch(allocations=True): what the call's PyTorch ops allocated, [(StorageWeakRef, bytes, shape, dtype, address)],
     # so that a caller can ask which of them outlived it (a dropout forward that keeps its mask); and their addresses
     allocations: list | None = None
@@ -657,16 +658,7 @@ class _Watcher(TorchDispatchMode):
         if self.record.linear_above is not None:
             self._bookkeeping_only(func, name, args, kwargs, out)
         if self.record.sum_limit is not None and (name in SUMS or adds_itself):
-            # (a slice's sum counts what its allocation holds: a red team summed the logits slice by slice)
-            read = max((max(t.numel(), self.record.allocation_elements(t)) for t in _tensors_in((args, kwargs))),
-                       default=0)
-            # (an addition may fold the columns of a workspace of up to 4 times as many: a few numbers a row,
-            # where a red team's sweep had an honest (rows, 8) buffer's columns subtracted)
-            limit = self.record.sum_limit * (1 if name in SUMS else ADDITION_ROOM)
-            if read > limit:
-                what = f"aten.{name} of {_elements(read)}" if name in SUMS else \
-                    f"aten.{name} of two parts of {_elements(read)} (a sum, by additions)"
-                self.record.torch_ops.append(f"{what} (PyTorch may sum at most {_elements(limit)} at once here)")
+            self._summed(name, args)
         if had is not None:
             self._note_allocations(had, (args, kwargs, out))
         return out
@@ -716,6 +708,29 @@ class _Watcher(TorchDispatchMode):
                 record.torch_ops.append(f"more than {record.small_ops - 1} PyTorch ops other than sums and "
                                         f"scalings on tensors of {_elements(bound)} or fewer (a few rows or a "
                                         f"column at a time)")
+
+    def _summed(self, name, args) -> None:
+        """A sum (or an addition of two terms from one source) reads its terms' elements: they are added up
+        per allocation over the whole call, so that a sum of the logits slice by slice counts as one of all
+        of them (a red team's), while a few numbers a row read from a workspace kept between calls count as
+        what they are, not as the workspace a larger call grew (an honest answer's)."""
+        terms = [t for t in (args[:1] if name in SUMS else args[:2]) if isinstance(t, torch.Tensor)]
+        # (an addition may fold the columns of a workspace of up to 4 times as many: a few numbers a row,
+        # where a red team's sweep had an honest (rows, 8) buffer's columns subtracted)
+        limit = self.record.sum_limit * (1 if name in SUMS else ADDITION_ROOM)
+        from torch.multiprocessing.reductions import StorageWeakRef
+        for t in terms:
+            storage = _storage(t)
+            ref, before = self.record.summed.get(storage.data_ptr(), (None, 0))
+            if ref is None or ref.expired():   # (freed since: the caching allocator hands its address out again)
+                ref, before = StorageWeakRef(storage), 0
+            read = before + t.numel()
+            self.record.summed[storage.data_ptr()] = (ref, read)
+            if before <= limit < read:   # said once an allocation, when crossed
+                what = f"aten.{name}: {_elements(read)} of one allocation summed" if name in SUMS else \
+                    f"aten.{name} of two parts: {_elements(read)} of one allocation summed by additions"
+                self.record.torch_ops.append(f"{what} (PyTorch may sum at most {_elements(limit)} of one "
+                                             f"allocation in a call here)")
 
     def _adds_itself(self, args) -> bool:
         """Whether an addition's two terms were computed from a common source (parts of one tensor, copies of
@@ -1518,7 +1533,7 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     compared with its arguments (CallRecord.after_launch). For timed calls: the comparison is GPU work
     of the grader's own, which would be timed and profiled as the student's. Their correctness checks
     compare, and the profiled call's share of PyTorch kernels still shows PyTorch doing the work.
-    `sum_limit`: no PyTorch sum may read more elements than this.
+    `sum_limit`: PyTorch's sums may read no more elements than this of one allocation in the call.
     `allocations`: note what the block's ops allocate and what its launches are handed (CallRecord.allocations,
     CallRecord.launched).
     `launch_bits`: the block may hand its launches at most this many bits in numbers (_Watcher.handed_to_launch).
