@@ -104,6 +104,19 @@ def test_the_benchmark_table_counts_runs_below_target_and_the_slow_variants_cred
     assert "| 0 of 3 |" in fine and "| 0.50x, 0.00 |" in fine
 
 
+def test_a_copy_of_the_same_bytes_timed_beside_is_a_ceiling_of_its_own_not_pytorch_s_default():
+    # a copy of a graded size is slower than the 1 GiB copy that gives the copy bandwidth
+    run = _result(2.0)
+    run.context = {checks.COMPILED: 1.5, checks.COPY_SAME: 0.9}
+    assert run.of_same_copy == 0.9
+    line = benchmark_report.speed_table([("day2.softmax", [run] * 3, [])], 3, 0)[-1]
+    assert "| same | 1.50x (1.5000 ms) |" in line               # not taken for PyTorch's default path
+    assert "3000 GB/s | 75% of copy (90% of a copy of the same bytes) |" in line
+    assert "beside it, not graded: a copy of the same bytes 0.9000 ms -> yours 0.90x" in run.report()
+    assert run.record(1, 1)["pct_of_same_copy"] == 90.0
+    assert _result(2.0).of_same_copy is None and _result(2.0).record(1, 1)["pct_of_same_copy"] is None
+
+
 def test_where_memory_is_graded_a_run_that_misses_its_memory_target_counts_below_target():
     lean, wasteful = _result(2.0), _result(2.0)
     for r, gib in ((lean, 1.0), (wasteful, 4.0)):

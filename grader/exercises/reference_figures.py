@@ -49,6 +49,8 @@ def of_result(result) -> dict:
     rate = None
     if result.gbs is not None:
         rate = f"{result.gbs:.0f} GB/s = {100 * result.gbs / result.ceiling_gbs:.0f}% of the copy bandwidth"
+        if result.of_same_copy is not None:
+            rate += f" ({100 * result.of_same_copy:.0f}% of a copy of the same bytes)"
     elif result.tflops is not None:
         rate = f"{result.tflops:.0f} TFLOP/s" + (f" = {100 * result.tflops / result.peak_tflops:.0f}% of the "
                                                  f"dense 16-bit peak" if result.peak_tflops else "")

@@ -91,6 +91,8 @@ def speed_table(speed_rows, repeats: int, slow_repeats: int) -> list:
         below = sum(r.credit < 1 for r in results)    # time, or where it is graded too, memory
         if mid.gbs:
             achieved, ceiling = f"{mid.gbs:.0f} GB/s", f"{100 * mid.gbs / mid.ceiling_gbs:.0f}% of copy"
+            if mid.of_same_copy is not None:
+                ceiling += f" ({100 * mid.of_same_copy:.0f}% of a copy of the same bytes)"
         elif mid.tflops:
             achieved = f"{mid.tflops:.0f} TFLOP/s"
             ceiling = f"{100 * mid.tflops / mid.peak_tflops:.0f}% of peak" if mid.peak_tflops else ""
@@ -101,7 +103,8 @@ def speed_table(speed_rows, repeats: int, slow_repeats: int) -> list:
         best_slow = max(slow, key=lambda r: r.ratio) if slow else None
         slow_cell = f"{best_slow.ratio:.2f}x, {best_slow.credit:.2f}" if best_slow else "not run"
         beside = mid.context or {}
-        default = next((_ratio_cell(ms, mid) for name, ms in beside.items() if name != checks.COMPILED), "same")
+        default = next((_ratio_cell(ms, mid) for name, ms in beside.items()
+                        if name not in (checks.COMPILED, checks.COPY_SAME)), "same")
         compiled = _ratio_cell(beside.get(checks.COMPILED), mid)
         lines.append(f"| {key} | {mid.shape} | {mid.dtype} | {mid.baseline_name} | {mid.baseline_ms:.4f} | "
                      f"{mid.yours_ms:.4f} | {statistics.median(ratios):.2f}x ({min(ratios):.2f} to "

@@ -652,6 +652,12 @@ class SpeedResult:
         return self.baseline_ms / self.yours_ms
 
     @property
+    def of_same_copy(self) -> float | None:
+        """Speed as a share of a copy of the same bytes timed in the same runs (COPY_SAME), where timed."""
+        ms = (self.context or {}).get(COPY_SAME)
+        return ms / self.yours_ms if isinstance(ms, float) else None
+
+    @property
     def memory_ratio(self) -> float | None:
         if self.yours_bytes is None:
             return None
@@ -706,6 +712,7 @@ class SpeedResult:
                 "gpu": self.device, "baseline": self.baseline_name, "yours_ms": self.yours_ms,
                 "baseline_ms": self.baseline_ms, "ratio": self.ratio, "target": self.target, "gbs": self.gbs,
                 "pct_of_ceiling": None if self.gbs is None else 100 * self.gbs / self.ceiling_gbs,
+                "pct_of_same_copy": None if self.of_same_copy is None else 100 * self.of_same_copy,
                 "tflops": self.tflops, "yours_bytes": self.yours_bytes, "baseline_bytes": self.baseline_bytes,
                 "memory_target": self.memory_target, "score": f"{points:.2f}/{of:g}"}
 
@@ -939,11 +946,23 @@ def context_baselines(spec, args) -> tuple:
 
 
 COMPILED = "torch.compile of the baseline"
+# Timed beside a memory-bound exercise: a device copy moving as many bytes as the exercise does (half read,
+# half written). The copy bandwidth (timing.copy_bandwidth_gbs, a 1 GiB copy) is more than a copy of a
+# graded size reaches: on an H200 a 64 MiB copy ran at 89% of it, fixed costs counting for more.
+COPY_SAME = "a copy of the same bytes"
+
+
+def _copy_of(moved: int):
+    """A device copy of moved / 2 bytes into another buffer: as many bytes read and written as `moved`."""
+    source = torch.empty(moved // 2, dtype=torch.uint8, device="cuda")
+    target = torch.empty_like(source)
+    return lambda: target.copy_(source)
 
 
 def measure_speed(key: str, fn, context: bool = False) -> SpeedResult:
     """Check fn at the timed size, then time it against the baseline (GPU only). With `context`, PyTorch's
-    default path and torch.compile of the baseline are timed in the same runs (SpeedResult.context)."""
+    default path and torch.compile of the baseline are timed in the same runs (SpeedResult.context), and for
+    a memory-bound exercise a copy of as many bytes (COPY_SAME)."""
     spec = exercises.get(key)
     dev = _device.current()
     dtype = spec.timed_dtype(dev)
@@ -961,6 +980,9 @@ def measure_speed(key: str, fn, context: bool = False) -> SpeedResult:
             calls = {"baseline": baseline_call(spec, args),
                      "yours": student_call(spec, fn, args, spec.speed_shape, dtype, gen, record),
                      **{name: baseline_call(other, args) for name, other in others.items()}}
+            if context and spec.bytes_moved:
+                calls[COPY_SAME] = _copy_of(spec.bytes_moved(spec.speed_shape, dtype))
+                samples.setdefault(COPY_SAME, [])
             with stderr_to_stdout():
                 ms = timing.compare(calls, budget_ms=400 / PLACEMENTS)
             for name in samples:
@@ -971,7 +993,8 @@ def measure_speed(key: str, fn, context: bool = False) -> SpeedResult:
                          spec.target, placements={k: samples[k] for k in ("baseline", "yours")},
                          speed_hint=spec.speed_hint,
                          usage=[dict(u, kernel=name) for name, u in record.compiled.items()],
-                         context={**{name: statistics.median(samples[name]) for name in others}, **missing})
+                         context={**{name: statistics.median(samples[name]) for name in samples
+                                     if name not in ("baseline", "yours")}, **missing})
     if spec.memory_target:
         result.yours_bytes, result.baseline_bytes = measure_memory(spec, fn, dtype, gen)
         result.memory_target, result.memory_hint = spec.memory_target, spec.memory_hint
