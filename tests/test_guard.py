@@ -218,7 +218,7 @@ def test_a_sum_over_more_than_the_limit_is_refused_slice_by_slice_too():
         losses.sum(dim=1), losses[0].sum()
         x[:, :2].sum()              # a few of a large allocation's elements
     assert record.forbidden() == []
-    refused = "aten.sum: {} of one allocation summed (PyTorch may sum at most 32 elements of one allocation in a call here)"
+    refused = "aten.sum: {} computed from one tensor summed (PyTorch may sum at most 32 elements computed from one tensor in a call here)"
     for sums, read in ((lambda: x.sum(dim=1), 800), (lambda: x[:, :5].sum(), 40),
                        (lambda: [x[r, c:c + 10].sum() for r in range(8) for c in range(0, 100, 10)], 40)):
         with watch(sum_limit=32, also_allowed=("sum",)) as record:
@@ -235,8 +235,8 @@ def test_a_few_numbers_of_a_workspace_kept_between_calls_are_summed_as_what_they
     with watch(sum_limit=32, also_allowed=("sum", "sub")) as record:   # summed by additions: the same count
         for _ in range(40):
             workspace[:2].sub(workspace[2:4])
-    assert record.forbidden() == ["aten.sub of two parts: 130 elements of one allocation summed by additions "
-                                  "(PyTorch may sum at most 128 elements of one allocation in a call here)"]
+    assert record.forbidden() == ["aten.sub of two parts: 130 elements computed from one tensor summed by additions "
+                                  "(PyTorch may sum at most 128 elements computed from one tensor in a call here)"]
 
 
 def test_what_a_call_allocated_is_known_by_weak_reference():

@@ -125,10 +125,13 @@ class CallRecord:
     # the guard sees (_note_sources), an in-place op it does not (the version counter, in the key).
     sketches: dict = field(default_factory=dict)
     follow_copies: bool = True   # watch(follow_copies=)
-    # watch(sum_limit=): the most elements PyTorch's sums may read of one allocation in a call (Day 2's
-    # cross-entropy: a few numbers per row, so that the sum over a row of logits is the kernel's)
+    # watch(sum_limit=): the most elements computed from one tensor that PyTorch's sums may read in a call
+    # (Day 2's cross-entropy: a few numbers per row, so that the sum over a row of logits is the kernel's)
     sum_limit: int | None = None
-    summed: dict = field(default_factory=dict)   # {storage address: (StorageWeakRef, elements PyTorch's sums read)}
+    # ... the elements PyTorch's sums read, by the tensor they were computed from ({address or launch: n}),
+    # and the storages summed, to tell new memory at an address (_Watcher._summed)
+    summed: dict = field(default_factory=dict)
+    summed_storages: dict = field(default_factory=dict)
     # watch(allocations=True): what the call's PyTorch ops allocated, [(StorageWeakRef, bytes, shape, dtype, address)],
     # so that a caller can ask which of them outlived it (a dropout forward that keeps its mask); and their addresses
     allocations: list | None = None
@@ -711,26 +714,35 @@ class _Watcher(TorchDispatchMode):
 
     def _summed(self, name, args) -> None:
         """A sum (or an addition of two terms from one source) reads its terms' elements: they are added up
-        per allocation over the whole call, so that a sum of the logits slice by slice counts as one of all
-        of them (a red team's), while a few numbers a row read from a workspace kept between calls count as
-        what they are, not as the workspace a larger call grew (an honest answer's)."""
+        over the whole call against each tensor they were computed from (their allocation, and the
+        CallRecord.ancestry of their values: parts of a tensor, copies, what launches wrote from it). So a
+        sum of the logits slice by slice counts as one of all of them, and so do sums of strips of
+        exponentials a kernel wrote into fresh buffers (red teams'), while a few numbers a row read from a
+        workspace kept between calls count as what they are, not as the workspace a larger call grew (an
+        honest answer's)."""
         terms = [t for t in (args[:1] if name in SUMS else args[:2]) if isinstance(t, torch.Tensor)]
         # (an addition may fold the columns of a workspace of up to 4 times as many: a few numbers a row,
         # where a red team's sweep had an honest (rows, 8) buffer's columns subtracted)
         limit = self.record.sum_limit * (1 if name in SUMS else ADDITION_ROOM)
         from torch.multiprocessing.reductions import StorageWeakRef
+        crossed = 0
         for t in terms:
             storage = _storage(t)
-            ref, before = self.record.summed.get(storage.data_ptr(), (None, 0))
-            if ref is None or ref.expired():   # (freed since: the caching allocator hands its address out again)
-                ref, before = StorageWeakRef(storage), 0
-            read = before + t.numel()
-            self.record.summed[storage.data_ptr()] = (ref, read)
-            if before <= limit < read:   # said once an allocation, when crossed
-                what = f"aten.{name}: {_elements(read)} of one allocation summed" if name in SUMS else \
-                    f"aten.{name} of two parts: {_elements(read)} of one allocation summed by additions"
-                self.record.torch_ops.append(f"{what} (PyTorch may sum at most {_elements(limit)} of one "
-                                             f"allocation in a call here)")
+            address = storage.data_ptr()
+            ref = self.record.summed_storages.get(address)
+            if ref is None or ref.expired():   # new memory at this address (the caching allocator's reuse)
+                self.record.summed_storages[address] = StorageWeakRef(storage)
+                self.record.summed.pop(address, None)
+            for source in {address} | self.record.ancestry_of(t):
+                before = self.record.summed.get(source, 0)
+                read = self.record.summed[source] = before + t.numel()
+                if before <= limit < read:
+                    crossed = max(crossed, read)
+        if crossed:   # said once for each tensor, when crossed
+            what = f"aten.{name}: {_elements(crossed)} computed from one tensor summed" if name in SUMS else \
+                f"aten.{name} of two parts: {_elements(crossed)} computed from one tensor summed by additions"
+            self.record.torch_ops.append(f"{what} (PyTorch may sum at most {_elements(limit)} computed from one "
+                                         f"tensor in a call here)")
 
     def _adds_itself(self, args) -> bool:
         """Whether an addition's two terms were computed from a common source (parts of one tensor, copies of
@@ -1533,7 +1545,7 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     compared with its arguments (CallRecord.after_launch). For timed calls: the comparison is GPU work
     of the grader's own, which would be timed and profiled as the student's. Their correctness checks
     compare, and the profiled call's share of PyTorch kernels still shows PyTorch doing the work.
-    `sum_limit`: PyTorch's sums may read no more elements than this of one allocation in the call.
+    `sum_limit`: PyTorch's sums may read no more elements than this computed from one tensor in the call.
     `allocations`: note what the block's ops allocate and what its launches are handed (CallRecord.allocations,
     CallRecord.launched).
     `launch_bits`: the block may hand its launches at most this many bits in numbers (_Watcher.handed_to_launch).
