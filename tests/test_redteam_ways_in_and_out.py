@@ -47,7 +47,7 @@ CHEATS = [
     ("CE_BLOCKS_APPENDED_TO_A_LIST", CE, (7, 1000), "`SINK.append` (a call to a Python object"),
     ("CE_PRINT_THROUGH_A_CALLABLE_OBJECT", CE, (7, 1000), "`OUT` (a call to a Python object"),
     # a copy kernel splits each row in halves for PyTorch to add, level after level
-    ("CE_HALVES_COPIED_BY_A_KERNEL_AND_ADDED", CE, (20, 5003), "summed by additions"),
+    ("CE_HALVES_COPIED_BY_A_KERNEL_AND_ADDED", CE, (20, 5003), "a sum, by additions"),
 ]
 
 

@@ -372,7 +372,7 @@ VARIANTS = [
     # a kernel that writes only exp(z), PyTorch summing each row over the vocabulary, another kernel taking
     # the log (a red team's): the sum over a row is the exercise's work
     ("cross-entropy: the row sums in PyTorch", "day2/cross_entropy", "day2.cross_entropy", _ROW_SUMS,
-     ["aten.sum:", "computed from one tensor summed", "at most"]),
+     ["aten.sum of", "at once"]),
     # ... the exponentials written by a kernel into a fresh buffer of a few columns at a time, each summed
     # by PyTorch within the bound, the partial sums added up (every allocation small, all from the logits)
     ("cross-entropy: the row sums in PyTorch, of kernel-written strips", "day2/cross_entropy", "day2.cross_entropy",
@@ -401,7 +401,7 @@ VARIANTS = [
       "        while len(parts) > 1:\n"
       "            parts = [torch.stack(parts[i:i + 15]).sum() for i in range(0, len(parts), 15)]\n"
       "        row_sums.append(parts[0].reshape(1))\n"
-      "    sums = torch.cat(row_sums)\n"}, ["aten.sum:", "computed from one tensor summed", "at most"]),
+      "    sums = torch.cat(row_sums)\n"}, ["aten.sum:", "computed from one tensor summed in this call", "at most"]),
     # ... and each row's slices of at most 1024 copied out first, so that no sum reads a slice of the logits:
     # an op for each slice, more than the bound on ops permits where there are few rows
     ("cross-entropy: the row sums in PyTorch, slices copied out", "day2/cross_entropy", "day2.cross_entropy",
@@ -412,11 +412,11 @@ VARIANTS = [
     # two, its halves added, the halves of that added, and so on; or halves copied out before they are added
     ("cross-entropy: the row sums by a tree of additions", "day2/cross_entropy", "day2.cross_entropy",
      {**_ROW_SUMS, "    sums = e.sum(dim=1)\n": _HALVING.format(add="e = e[:, :width].sub(e[:, width:], alpha=-1)")},
-     ["aten.sub of two parts:", "summed by additions", "at most"]),
+     ["aten.sub of two parts of", "a sum, by additions", "at once"]),
     ("cross-entropy: the row sums by a tree of additions of copies", "day2/cross_entropy", "day2.cross_entropy",
      {**_ROW_SUMS, "    sums = e.sum(dim=1)\n":
       _HALVING.format(add="e = e[:, :width].clone().sub(e[:, width:].clone(), alpha=-1)")},
-     ["aten.sub of two parts:", "at most"]),
+     ["aten.sub of two parts of", "at once"]),
     # the logits read out by tl.device_print (every bit, hex=True) with the standard output redirected, the
     # loss computed in Python (a red team's, in the interpreter; on a GPU printf reaches stdout too)
     ("cross-entropy: the logits read out by device_print", "day2/cross_entropy", "day2.cross_entropy",

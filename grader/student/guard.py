@@ -125,8 +125,9 @@ class CallRecord:
     # the guard sees (_note_sources), an in-place op it does not (the version counter, in the key).
     sketches: dict = field(default_factory=dict)
     follow_copies: bool = True   # watch(follow_copies=)
-    # watch(sum_limit=): the most elements computed from one tensor that PyTorch's sums may read in a call
-    # (Day 2's cross-entropy: a few numbers per row, so that the sum over a row of logits is the kernel's)
+    # watch(sum_limit=): the most elements one PyTorch sum may read, and (ADDITION_ROOM times as many) all
+    # its sums in a call of those computed from one tensor (Day 2's cross-entropy: a few numbers per row,
+    # so that the sum over a row of logits is the kernel's)
     sum_limit: int | None = None
     # ... the elements PyTorch's sums read, by the tensor they were computed from ({address or launch: n}),
     # and the storages summed, to tell new memory at an address (_Watcher._summed)
@@ -713,17 +714,23 @@ class _Watcher(TorchDispatchMode):
                                         f"column at a time)")
 
     def _summed(self, name, args) -> None:
-        """A sum (or an addition of two terms from one source) reads its terms' elements: they are added up
-        over the whole call against each tensor they were computed from (their allocation, and the
-        CallRecord.ancestry of their values: parts of a tensor, copies, what launches wrote from it). So a
-        sum of the logits slice by slice counts as one of all of them, and so do sums of strips of
-        exponentials a kernel wrote into fresh buffers (red teams'), while a few numbers a row read from a
-        workspace kept between calls count as what they are, not as the workspace a larger call grew (an
-        honest answer's)."""
+        """A sum (or an addition of two terms from one source) may read sum_limit elements at once (an
+        addition, ADDITION_ROOM times as many), and ADDITION_ROOM times sum_limit in the whole call of those
+        computed from any one tensor (its allocation, and the CallRecord.ancestry of its values: parts of
+        it, copies, what launches wrote from it). So a sum of the logits slice by slice counts as one of all
+        of them, and so do sums of strips of exponentials a kernel wrote into fresh buffers (red teams'),
+        while a few numbers a row read from a workspace kept between calls count as what they are, not as
+        the workspace a larger call grew (an honest answer's), and a few such sums fit."""
         terms = [t for t in (args[:1] if name in SUMS else args[:2]) if isinstance(t, torch.Tensor)]
         # (an addition may fold the columns of a workspace of up to 4 times as many: a few numbers a row,
         # where a red team's sweep had an honest (rows, 8) buffer's columns subtracted)
-        limit = self.record.sum_limit * (1 if name in SUMS else ADDITION_ROOM)
+        at_once = self.record.sum_limit * (1 if name in SUMS else ADDITION_ROOM)
+        in_call = self.record.sum_limit * ADDITION_ROOM
+        read = sum(t.numel() for t in terms)
+        if read > at_once:
+            what = f"aten.{name} of {_elements(read)}" if name in SUMS else \
+                f"aten.{name} of two parts of {_elements(read)} (a sum, by additions)"
+            self.record.torch_ops.append(f"{what} (PyTorch may sum at most {_elements(at_once)} at once here)")
         from torch.multiprocessing.reductions import StorageWeakRef
         crossed = 0
         for t in terms:
@@ -735,14 +742,13 @@ class _Watcher(TorchDispatchMode):
                 self.record.summed.pop(address, None)
             for source in {address} | self.record.ancestry_of(t):
                 before = self.record.summed.get(source, 0)
-                read = self.record.summed[source] = before + t.numel()
-                if before <= limit < read:
-                    crossed = max(crossed, read)
+                self.record.summed[source] = before + t.numel()
+                if before <= in_call < before + t.numel():
+                    crossed = max(crossed, before + t.numel())
         if crossed:   # said once for each tensor, when crossed
-            what = f"aten.{name}: {_elements(crossed)} computed from one tensor summed" if name in SUMS else \
-                f"aten.{name} of two parts: {_elements(crossed)} computed from one tensor summed by additions"
-            self.record.torch_ops.append(f"{what} (PyTorch may sum at most {_elements(limit)} computed from one "
-                                         f"tensor in a call here)")
+            self.record.torch_ops.append(f"aten.{name}: {_elements(crossed)} computed from one tensor summed in "
+                                         f"this call (PyTorch may sum at most {_elements(in_call)} of them in a "
+                                         f"call here)")
 
     def _adds_itself(self, args) -> bool:
         """Whether an addition's two terms were computed from a common source (parts of one tensor, copies of
@@ -1545,7 +1551,8 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     compared with its arguments (CallRecord.after_launch). For timed calls: the comparison is GPU work
     of the grader's own, which would be timed and profiled as the student's. Their correctness checks
     compare, and the profiled call's share of PyTorch kernels still shows PyTorch doing the work.
-    `sum_limit`: PyTorch's sums may read no more elements than this computed from one tensor in the call.
+    `sum_limit`: a PyTorch sum may read no more elements than this at once, and all of them no more than
+    ADDITION_ROOM times this computed from one tensor in the call (_Watcher._summed).
     `allocations`: note what the block's ops allocate and what its launches are handed (CallRecord.allocations,
     CallRecord.launched).
     `launch_bits`: the block may hand its launches at most this many bits in numbers (_Watcher.handed_to_launch).
