@@ -152,7 +152,9 @@ def write_report(repeats: int, slow_repeats: int, out: Path, log=print, days=(),
         f"reference time; full credit from the target, none below half of it. The slow variant is the "
         f"reference doing its work {SLOW_FACTOR} times per call, graded {slow_repeats} times: its best "
         f"ratio and the credit it would get. Memory-bound exercises are compared with the measured copy "
-        f"bandwidth, matrix products with the card's dense 16-bit datasheet peak. Where peak memory is "
+        f"bandwidth (a 1 GiB copy) and, in brackets, with a copy of as many bytes as they move, timed in the "
+        f"same runs (a copy of a graded size is slower than one of 1 GiB); matrix products with the card's "
+        f"dense 16-bit datasheet peak. Where peak memory is "
         f"graded too, a run counts as below target when either figure is; the score is the lower credit."
         + (f" Days: {', '.join(days)}." if days else "") + (f" Exercises: {', '.join(keys)}." if keys else ""),
         "",
