@@ -96,7 +96,7 @@ rmsnorm_backward = KernelExercise(
     atol_scale={"dweight": "max"},
     # A row of one element makes dx a difference of two nearly equal terms, r g and x^2 r^3 g (x^2 r^2 is
     # x^2 / (x^2 + eps)): a correct float32 kernel missed 1e-5 there once in about 1,000 draws (found by
-    # CI), and never 1e-4 in 2 million (tests/test_checks.py).
+    # CI), and never 1e-4 in 2 million (tests/test_checks.py checks 400,000).
     tolerances={torch.float32: (1e-4, 1e-5)},
     hint="with r = 1 / sqrt(mean(x^2) + eps) and g = dy * weight: dx = r * (g - x * r^2 * mean(g * x)) "
          "and dweight = sum over rows of dy * x * r. Forgetting the mean(g * x) term, or r^2 in it, "
