@@ -56,7 +56,7 @@ def of_result(result) -> dict:
                                                  f"dense 16-bit peak" if result.peak_tflops else "")
     usage = [{k: u[k] for k in ("kernel", "registers", "local_bytes", "num_warps", "shared")}
              for u in (result.usage or [])]
-    beside = {name: round(ms / result.yours_ms, 3) for name, ms in (result.context or {}).items()
+    beside = {name: round(result.beside(name), 3) for name, ms in (result.context or {}).items()
               if isinstance(ms, float)}
     return {"ratio": round(result.ratio, 3), "baseline": result.baseline_name, "rate": rate, "usage": usage,
             "beside": beside}

@@ -69,10 +69,11 @@ def median_run(results):
     return sorted(results, key=lambda r: r.ratio)[len(results) // 2]
 
 
-def _ratio_cell(ms, result) -> str:
-    """A context baseline's time over the reference's, or why it was not timed."""
+def _ratio_cell(name, result) -> str:
+    """A context baseline's time over the reference's in the runs they shared, or why it was not timed."""
+    ms = (result.context or {}).get(name)
     if isinstance(ms, float):
-        return f"{ms / result.yours_ms:.2f}x ({ms:.4f} ms)"
+        return f"{result.beside(name):.2f}x ({ms:.4f} ms)"
     return f"not timed: {ms}" if ms else "not timed"
 
 
@@ -103,9 +104,9 @@ def speed_table(speed_rows, repeats: int, slow_repeats: int) -> list:
         best_slow = max(slow, key=lambda r: r.ratio) if slow else None
         slow_cell = f"{best_slow.ratio:.2f}x, {best_slow.credit:.2f}" if best_slow else "not run"
         beside = mid.context or {}
-        default = next((_ratio_cell(ms, mid) for name, ms in beside.items()
+        default = next((_ratio_cell(name, mid) for name in beside
                         if name not in (checks.COMPILED, checks.COPY_SAME)), "same")
-        compiled = _ratio_cell(beside.get(checks.COMPILED), mid)
+        compiled = _ratio_cell(checks.COMPILED, mid)
         lines.append(f"| {key} | {mid.shape} | {mid.dtype} | {mid.baseline_name} | {mid.baseline_ms:.4f} | "
                      f"{mid.yours_ms:.4f} | {statistics.median(ratios):.2f}x ({min(ratios):.2f} to "
                      f"{max(ratios):.2f}) | {mid.target:.2f}x | {below} of {len(results)} | {default} | {compiled} | "
