@@ -55,10 +55,10 @@ lab-instructor: install
 	$(BIN)/jupyter lab --notebook-dir=. $(LAB_FLAGS)
 
 # Test files run in TEST_WORKERS processes (pytest-xdist), a file's tests in one of them (its shared
-# fixtures are built once, a notebook's cells run in order in one kernel), but for the files whose tests
-# share nothing (tests/conftest.py, SPREAD), handed out one by one. Two by default: CI's cores.
+# fixtures are built once, a notebook's cells run in order in one kernel), but the files whose tests share
+# nothing (tests/conftest.py, SPREAD), whose tests are handed out one by one. Two by default: CI's cores.
 TEST_WORKERS ?= 2
-PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
+PARALLEL = -n $(TEST_WORKERS) --dist loadfile
 
 # Unit tests, the nbgrader round trip, and every lecture notebook run top to bottom (nbval).
 test: install-test

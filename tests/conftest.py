@@ -45,20 +45,29 @@ def require_sandbox():
         pytest.skip(f"kernels cannot be sandboxed here: {why_not}")
 
 
-# Files whose tests share nothing (no fixture wider than a test, no order): pytest-xdist may hand their tests
-# to any worker one by one (`--dist loadgroup`). Every other file's tests, and a lecture notebook's cells, run
-# in one worker in order, as a group named after the file.
+# Files whose tests share nothing (no fixture wider than a test, no order): with `--dist loadfile` pytest-xdist
+# hands their tests to its workers one by one; every other file's tests, and a lecture notebook's cells, go
+# to one worker and run there in order, as loadfile does.
 SPREAD = {"test_wrong_variants", "test_solutions"}
 
 
-@pytest.hookimpl(tryfirst=True)   # before pytest-xdist reads the groups off the items
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return nodeid if Path(file).stem in SPREAD else super()._split_scope(nodeid)
+    return Scheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for marker, files in FILES_MARKED.items():
             if item.path.stem in files:
                 item.add_marker(marker)
-        if item.path.stem not in SPREAD:
-            item.add_marker(pytest.mark.xdist_group(str(item.path.relative_to(REPO))))
     _take_a_share_of_the_variants(config, items)
 
 

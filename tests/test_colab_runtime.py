@@ -42,7 +42,8 @@ def runtime(tmp_path_factory):
     venv = tmp / "python"
     _run(sys.executable, "-m", "venv", str(venv))
     python = venv / "bin" / "python"
-    _run(str(python), "-m", "pip", "install", "-q", *COLAB_PACKAGES, timeout=1500)
+    # (--no-compile: Python compiles what the kernel imports when it imports it, not torch's whole tree here)
+    _run(str(python), "-m", "pip", "install", "-q", "--no-compile", *COLAB_PACKAGES, timeout=1500)
     site = Path(_run(str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
     stand_in = site / "google" / "colab"
     stand_in.mkdir(parents=True)
