@@ -984,8 +984,8 @@ def time_placement(baseline, yours, beside: dict, compare=timing.compare) -> dic
 
 def measure_speed(key: str, fn, context: bool = False) -> SpeedResult:
     """Check fn at the timed size, then time it against the baseline (GPU only). With `context`, PyTorch's
-    default path and torch.compile of the baseline are timed in the same runs (SpeedResult.context), and for
-    a memory-bound exercise a copy of as many bytes (COPY_SAME)."""
+    default path and torch.compile of the baseline (SpeedResult.context), and for a memory-bound exercise a
+    copy of as many bytes (COPY_SAME), are timed beside fn in runs of their own (time_placement)."""
     spec = exercises.get(key)
     dev = _device.current()
     dtype = spec.timed_dtype(dev)
