@@ -256,6 +256,19 @@ def test_what_a_call_allocated_is_known_by_weak_reference():
     assert [ref.expired() for ref, *_ in allocations] == [True, False]   # b lives on in the view
 
 
+def test_the_memory_a_calls_ops_write_into_is_noted():
+    # copy_ into a slice, a setitem, an in-place op and out=: each writes into memory from before the call
+    # (a red team kept a dropout mask in a module-level buffer by copy_); reading it is not writing
+    buffers = [torch.zeros(64) for _ in range(5)]
+    with watch(allocations=True) as record:
+        buffers[0][:8].copy_(torch.ones(8))
+        buffers[1][8:16] = torch.ones(8)
+        buffers[2].mul_(2.0)
+        torch.add(torch.ones(64), 1.0, out=buffers[3])
+        buffers[4].sum()
+    assert set(record.reached) == {b.untyped_storage().data_ptr() for b in buffers[:4]}
+
+
 def test_honest_hooks_run_watched_and_pass():
     # Triton's own idioms: an autotune config whose pre_hook zeroes the output (an atomics kernel does),
     # a heuristic that picks a block size. They run inside the launch but are the student's code, so

@@ -572,6 +572,19 @@ VARIANTS = [
       "        return launch_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None":
       "        return launch_masked(dy.contiguous(), _KEEP, 1.0 / (1.0 - ctx.p)), None, None"},
      ["memory from before the call", "kept between calls"]),
+    # ... or copied by PyTorch into a buffer made before the call, the kernel's own mask freed (a red team's)
+    *[(f"dropout: the mask copied into a module-level buffer by {how}", "day5/dropout", "day5.dropout",
+       {**_MASK_KERNEL, "_MASKS = {}\n": "_KEEP = torch.empty(1 << 20, device=dev.torch_device)\n",
+        "        ctx.p, ctx.seed = p, seed\n": "        ctx.p, ctx.seed = p, seed\n"
+        f"        {copy.format('launch_dropout(torch.ones_like(x), p, seed).reshape(-1)')}\n",
+        "        return launch_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None":
+        "        return launch_masked(dy.contiguous(), _KEEP, 1.0 / (1.0 - ctx.p)), None, None"},
+       ["wrote into memory from before the call", "kept between calls"])
+      for how, copy in [("copy_", "_KEEP[:x.numel()].copy_({})"), ("an assignment", "_KEEP[:x.numel()] = {}")]],
+    # ... or as an attribute of the input, which lives on
+    ("dropout: the mask kept as an attribute of the input", "day5/dropout", "day5.dropout",
+     _kept_mask("x.kept_mask = keep\n        ctx.x = x", "ctx.x.kept_mask"),
+     ["still alive after it returned"]),
     # the output kept (in a list, unseen on ctx) and its zeros taken as the mask: the grader overwrites the
     # output's memory before the backward
     ("dropout: the backward reads the mask from the output", "day5/dropout", "day5.dropout",

@@ -135,7 +135,7 @@ def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None, re
     """Call the student's function once under the guard; raise CheckFailed with a reason if it cheats.
     (`tune_briefly`: see guard.watch; the case at the timed shape tunes as Triton does, for the timing.
     `records`: a list the call's CallRecord is appended to, noting what its PyTorch ops allocated and what
-    its launches were handed: CallRecord.allocations and .launched.)"""
+    its launches were handed or its ops wrote: CallRecord.allocations and .reached.)"""
     saved = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     on_host = memcheck.host_copies(args)   # for the sanitizer, if the call breaks the CUDA context
     try:
@@ -396,9 +396,9 @@ def _keeps_no_tensor(spec, y, leaves, label, record) -> None:
     """The forward pass kept no tensor for the backward (its ctx is the Function's node below y): none
     saved, none set on ctx (but its inputs, or a few bytes: a seed), none of the memory it allocated still
     alive once it returned, other than its output's (a red team kept its mask in a list on ctx, in a
-    module-level dict and in a closure), and no memory from before the call handed to its kernels (a
-    buffer kept between calls)."""
-    made, launched = record.allocations, record.launched
+    module-level dict and in a closure), and no memory from before the call handed to its kernels or
+    written by its PyTorch ops (a buffer kept between calls: a red team copied its mask into one)."""
+    made, reached = record.allocations, record.reached
     inputs = {_storage_address(t) for t in leaves if isinstance(t, torch.Tensor)}
     output = _storage_address(y)
     node = _function_node(y.grad_fn)
@@ -416,12 +416,13 @@ def _keeps_no_tensor(spec, y, leaves, label, record) -> None:
                                   f"{str(dtype).replace('torch.', '')}) is still alive after it returned, besides its "
                                   f"output: kept for the backward, in a list, a dict, a global or a closure")
     ours = inputs | {output} | {address for *_, address in made}
-    older = [(shape, dtype) for address, (nbytes, shape, dtype) in launched.items()
+    older = [(nbytes, shape, dtype) for address, (nbytes, shape, dtype) in reached.items()
              if address not in ours and nbytes > KEPT_BYTES]
     if older:
-        shape, dtype = older[0]
-        _refuse_kept(spec, label, f"your forward pass handed its kernel memory from before the call (a tensor of "
-                                  f"shape {tuple(shape)}, {str(dtype).replace('torch.', '')}, kept between calls)")
+        nbytes, shape, dtype = older[0]
+        _refuse_kept(spec, label, f"your forward pass wrote into memory from before the call, or handed it to its "
+                                  f"kernel ({nbytes:,} bytes, reached through a tensor of shape {tuple(shape)}, "
+                                  f"{str(dtype).replace('torch.', '')}: a buffer kept between calls)")
 
 
 def _refuse_kept(spec, label, what: str):

@@ -137,16 +137,17 @@ class CallRecord:
     # so that a caller can ask which of them outlived it (a dropout forward that keeps its mask); and their addresses
     allocations: list | None = None
     allocated: set = field(default_factory=set)
-    # ... and the memory its Triton launches were handed ({address: (bytes, shape, dtype)})
-    launched: dict | None = None
+    # ... and the memory its Triton launches were handed or its PyTorch ops wrote into ({address: (bytes,
+    # shape, dtype)}): memory from before the call among it is a buffer kept between calls
+    reached: dict | None = None
     # watch(launch_bits=): the most bits the call may hand its launches in numbers (_Watcher.handed_to_launch)
     launch_bits: int | None = None
 
-    def note_launched(self, values) -> None:
+    def note_reached(self, values) -> None:
         for t in _tensors_in(values):
             storage = _storage(t)
             if storage.nbytes():
-                self.launched.setdefault(storage.data_ptr(), (storage.nbytes(), tuple(t.shape), t.dtype))
+                self.reached.setdefault(storage.data_ptr(), (storage.nbytes(), tuple(t.shape), t.dtype))
     # The sketches and sources of the floating values launches were handed, not launches' own outputs
     # ({_sketch_key: (_Sketch, sources)}): what PyTorch may copy again (values_from_launches)
     known: dict = field(default_factory=dict)
@@ -634,6 +635,9 @@ class _Watcher(TorchDispatchMode):
         out = func(*args, **kwargs)
         if self.in_triton:
             return out
+        if self.record.reached is not None:
+            # (a red team's forward copied its mask into a module-level buffer: `_BUF[:n].copy_(mask)`)
+            self.record.note_reached(_written(func, args, kwargs))
         if self.record.touched is not None:
             # What an op returns in storage none of its arguments had, it made: a view of a workspace, or an
             # op writing into one (out=), made nothing.
@@ -794,6 +798,16 @@ class _Watcher(TorchDispatchMode):
             return func(*args, **kwargs)
         with self:
             return implementation(*args, **kwargs)
+
+
+def _written(func, args, kwargs) -> list:
+    """The tensors an ATen op writes into: the arguments its schema marks as written (`Tensor(a!)`: copy_'s
+    self, an in-place op's, out=)."""
+    written = []
+    for i, argument in enumerate(func._schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            written += _tensors_in(kwargs.get(argument.name) if argument.kwarg_only or i >= len(args) else args[i])
+    return written
 
 
 def _python_implementation(func):
@@ -1075,8 +1089,8 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
         if record.touched is not None:
             record.note_storages((args, kwargs))
-        if record.launched is not None and not watcher.in_triton:
-            record.note_launched((args, kwargs))
+        if record.reached is not None and not watcher.in_triton:
+            record.note_reached((args, kwargs))
         # (at each launch, not at the student's call: an autotuner's config and a heuristic's values arrive
         # here, and a red team handed its mask through them)
         if counts and record.launch_bits is not None and not kwargs.get("warmup", False):
@@ -1553,14 +1567,14 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     compare, and the profiled call's share of PyTorch kernels still shows PyTorch doing the work.
     `sum_limit`: a PyTorch sum may read no more elements than this at once, and all of them no more than
     ADDITION_ROOM times this computed from one tensor in the call (_Watcher._summed).
-    `allocations`: note what the block's ops allocate and what its launches are handed (CallRecord.allocations,
-    CallRecord.launched).
+    `allocations`: note what the block's ops allocate, and the memory its launches are handed or its ops write
+    (CallRecord.allocations, CallRecord.reached).
     `launch_bits`: the block may hand its launches at most this many bits in numbers (_Watcher.handed_to_launch).
     """
     global _active
     record = CallRecord(touched={} if memory else None, linear_above=linear_above, follow_copies=follow_copies,
                         sum_limit=sum_limit, allocations=[] if allocations else None,
-                        launched={} if allocations else None, launch_bits=launch_bits)
+                        reached={} if allocations else None, launch_bits=launch_bits)
     _note_replaced_operators(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     outer, _active = _active, _Watch(record, watcher, compile_ahead=ops if tune_briefly is None else tune_briefly)
