@@ -269,6 +269,33 @@ def test_the_memory_a_calls_ops_write_into_is_noted():
     assert set(record.reached) == {b.untyped_storage().data_ptr() for b in buffers[:4]}
 
 
+def test_memory_a_resize_adds_is_poisoned_and_what_it_kept_is_not():
+    # What a resize adds holds whatever was there last: on a GPU the caching allocator hands a freed block
+    # back as it was, so a dropout backward could find the mask its forward freed. ATen's resize_ (also
+    # behind torch.empty(out=)) and the storage's own resize_, which no ATen op shows.
+    kept, grown, into, raw = torch.arange(4.0), torch.empty(0), torch.empty(0), torch.empty(0)
+    with watch():
+        kept.resize_(8)
+        grown.resize_(5)
+        torch.empty(6, out=into)
+        raw.untyped_storage().resize_(16)
+    assert kept[:4].tolist() == [0.0, 1.0, 2.0, 3.0] and is_poison(kept[4:]).all()
+    assert is_poison(grown).all() and is_poison(into).all()
+    assert torch.empty(0, dtype=torch.uint8).set_(raw.untyped_storage()).eq(0xFF).all()
+
+
+@needs_gpu("the caching allocator is CUDA's")
+def test_a_freed_block_that_resize_hands_back_on_a_gpu_is_poisoned():
+    # The caching allocator hands the block just freed back to the next request of its size, values and all
+    freed = torch.full((1 << 20,), 7.0, device="cuda")
+    address = freed.data_ptr()
+    del freed
+    with watch():
+        found = torch.empty(0, device="cuda").resize_(1 << 20)
+    assert found.data_ptr() == address     # the same memory (else this test shows nothing)
+    assert is_poison(found).all()
+
+
 def test_honest_hooks_run_watched_and_pass():
     # Triton's own idioms: an autotune config whose pre_hook zeroes the output (an atomics kernel does),
     # a heuristic that picks a block size. They run inside the launch but are the student's code, so

@@ -581,6 +581,13 @@ VARIANTS = [
         "        return launch_masked(dy.contiguous(), _KEEP, 1.0 / (1.0 - ctx.p)), None, None"},
        ["wrote into memory from before the call", "kept between calls"])
       for how, copy in [("copy_", "_KEEP[:x.numel()].copy_({})"), ("an assignment", "_KEEP[:x.numel()] = {}")]],
+    # ... or freed, and found again by the backward in the memory resize_ hands out: on a GPU the caching
+    # allocator gives the block back as it was (the mask sits past the guard bytes around the forward's
+    # allocation); the grader poisons what a resize adds
+    ("dropout: the backward finds the forward's freed mask in memory resize_ hands out", "day5/dropout",
+     "day5.dropout",
+     {**_kept_mask("del keep", "torch.empty(0, dtype=dy.dtype, device=dy.device).resize_(dy.numel() + 2048)[1024:]")},
+     ["dropped other elements"]),
     # ... or as an attribute of the input, which lives on
     ("dropout: the mask kept as an attribute of the input", "day5/dropout", "day5.dropout",
      _kept_mask("x.kept_mask = keep\n        ctx.x = x", "ctx.x.kept_mask"),

@@ -632,9 +632,13 @@ class _Watcher(TorchDispatchMode):
         if getattr(func, "namespace", "aten") not in ("aten", "prims") and not self.in_triton:
             return self._custom_op(func, args, kwargs)
         had = self._addresses((args, kwargs)) if self.record.allocations is not None and not self.in_triton else None
+        grows = self.poison and not self.in_triton and func.overloadpacket is torch.ops.aten.resize_
+        before = _storage(args[0]).nbytes() if grows else None
         out = func(*args, **kwargs)
         if self.in_triton:
             return out
+        if grows:
+            _poison_grown(_storage(args[0]), before, args[0].dtype)
         if self.record.reached is not None:
             # (a red team's forward copied its mask into a module-level buffer: `_BUF[:n].copy_(mask)`)
             self.record.note_reached(_written(func, args, kwargs))
@@ -1439,6 +1443,31 @@ def _entry_wrapper(what: str, original):
     return enter
 
 
+def _poison_grown(storage, before: int, dtype=torch.uint8) -> None:
+    """Poison (as `dtype`) what a resize added to a storage past its first `before` bytes, as fresh
+    allocations are poisoned: that memory holds whatever was there last, and on a GPU the caching
+    allocator hands a freed block back as it was (a dropout forward's mask, freed, found by its backward)."""
+    size = torch.empty((), dtype=dtype).element_size()
+    start = -(-before // size)
+    count = storage.nbytes() // size - start
+    if count > 0:
+        poison_(torch.empty(0, dtype=dtype, device=storage.device).set_(storage, start, (count,)))
+
+
+def _storage_resize_wrapper(original):
+    """UntypedStorage.resize_ (which no ATen op shows), poisoning what it adds while a watch poisons."""
+    def resize_(self, *args, **kwargs):
+        state = _active
+        if state is None or state.watcher.in_triton or not state.watcher.poison:
+            return original(self, *args, **kwargs)
+        before = self.nbytes()
+        resized = original(self, *args, **kwargs)
+        with _unwatched(state.watcher):
+            _poison_grown(self, before)
+        return resized
+    return resize_
+
+
 def _storage_elements(tensor) -> int:
     try:
         return torch._C.TensorBase.untyped_storage(tensor).nbytes() // max(tensor.element_size(), 1)
@@ -1473,6 +1502,7 @@ def _install() -> None:
             original = getattr(owner, name)
             setattr(owner, name, staticmethod(_entry_wrapper(what, original)) if isinstance(owner, type)
                     else _entry_wrapper(what, original))
+    torch.UntypedStorage.resize_ = _storage_resize_wrapper(torch.UntypedStorage.resize_)
     # Work in another thread: the dispatch mode is the calling thread's alone, so PyTorch there would go
     # unseen. An honest wrapper starts no thread and hands nothing to a pool.
     import concurrent.futures
