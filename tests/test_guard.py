@@ -266,7 +266,8 @@ def test_the_memory_a_calls_ops_write_into_is_noted():
         buffers[2].mul_(2.0)
         torch.add(torch.ones(64), 1.0, out=buffers[3])
         buffers[4].sum()
-    assert set(record.reached) == {b.untyped_storage().data_ptr() for b in buffers[:4]}
+    assert {address: nbytes for address, (nbytes, _, _) in record.reached.items()} == \
+        dict(zip((b.untyped_storage().data_ptr() for b in buffers[:4]), (32, 32, 256, 256)))   # the bytes written
 
 
 def test_memory_a_resize_adds_is_poisoned_and_what_it_kept_is_not():

@@ -588,6 +588,53 @@ VARIANTS = [
      "day5.dropout",
      {**_kept_mask("del keep", "torch.empty(0, dtype=dy.dtype, device=dy.device).resize_(dy.numel() + 2048)[1024:]")},
      ["dropped other elements"]),
+    # ... or spread over many module-level buffers of 64 bytes each, none larger than a seed may be (the
+    # graded calls are smaller than the notebook's demonstration, which made them)
+    ("dropout: the mask copied into many small module-level buffers", "day5/dropout", "day5.dropout",
+     {**_MASK_KERNEL, "_MASKS = {}\n": "_PIECES = []\n",
+      "        ctx.p, ctx.seed = p, seed\n": "        ctx.p, ctx.seed = p, seed\n"
+      "        keep = launch_dropout(torch.ones_like(x), p, seed).reshape(-1)\n"
+      "        while 16 * len(_PIECES) < keep.numel():   # grown by the notebook's own first call\n"
+      "            _PIECES.append(torch.empty(16, device=x.device))\n"
+      "        for i in range(0, keep.numel(), 16):\n"
+      "            _PIECES[i // 16][:keep[i:i + 16].numel()].copy_(keep[i:i + 16])\n",
+      "        return launch_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None":
+      "        return launch_masked(dy.contiguous(), torch.cat(_PIECES), 1.0 / (1.0 - ctx.p)), None, None"},
+     ["wrote into memory from before the call", "tensor(s)"]),
+    # Code of the student's that the grader itself ran outside the guard, before the output was overwritten (a
+    # red team's): a finalizer on an object in a reference cycle, run by a collection; a `__class__` property
+    # that isinstance reads; a tensor subclass's methods. Each copied the output's zeros into a dict.
+    ("dropout: a finalizer copies the mask out of the output at a collection", "day5/dropout", "day5.dropout",
+     {**_MASK_KERNEL, "_MASKS = {}\n": "_MASKS = {}\n\n\nclass Spy:\n    def __init__(self, out, key):\n"
+      "        self.out, self.key, self.me = out, key, self\n\n    def __del__(self):\n"
+      "        _MASKS[self.key] = self.out.clone()\n",
+      "        ctx.p, ctx.seed = p, seed\n        return launch_dropout(x.contiguous(), p, seed)":
+      "        ctx.p, ctx.seed = p, seed\n        y = launch_dropout(x.contiguous(), p, seed)\n"
+      "        Spy(y, seed)\n        return y",
+      "        return launch_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None":
+      "        return launch_masked(dy.contiguous(), _MASKS.pop(ctx.seed), 1.0 / (1.0 - ctx.p)), None, None"},
+     ["backward pass dropped other elements"]),
+    ("dropout: a __class__ property on ctx copies the mask when read", "day5/dropout", "day5.dropout",
+     {**_MASK_KERNEL, "_MASKS = {}\n": "_MASKS = {}\n\n\nclass Note:\n    def __init__(self, out, key):\n"
+      "        self.out, self.key = out, key\n\n    @property\n    def __class__(self):\n"
+      "        _MASKS[self.key] = self.out.clone()\n        return object\n",
+      "        ctx.p, ctx.seed = p, seed\n        return launch_dropout(x.contiguous(), p, seed)":
+      "        ctx.p, ctx.seed = p, seed\n        y = launch_dropout(x.contiguous(), p, seed)\n"
+      "        ctx.note = Note(y, seed)\n        return y",
+      "        return launch_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None":
+      "        return launch_masked(dy.contiguous(), _MASKS.pop(ctx.seed), 1.0 / (1.0 - ctx.p)), None, None"},
+     ["your backward raised", "KeyError"]),
+    ("dropout: a tensor subclass on ctx", "day5/dropout", "day5.dropout",
+     {**_MASK_KERNEL, "_MASKS = {}\n": "_MASKS = {}\n\n\nclass Seed(torch.Tensor):\n    pass\n",
+      "        ctx.p, ctx.seed = p, seed\n": "        ctx.p, ctx.seed = p, seed\n"
+      "        ctx.seed_t = torch.zeros(1).as_subclass(Seed)\n"},
+     ["ctx.seed_t a Seed, a subclass of torch.Tensor"]),
+    # one output buffer kept between calls and returned by each (a helper's): the next call changes the last result
+    ("dropout: the same buffer returned by every call", "day5/dropout", "day5.dropout",
+     {"def launch_dropout(x, p, seed):": "_OUT = {}\n\n\ndef launch_dropout(x, p, seed):",
+      "    out = torch.empty_like(x)\n    n = x.numel()\n":
+      "    out = _OUT.setdefault((x.shape, x.dtype), torch.empty_like(x))\n    n = x.numel()\n"},
+     ["returned memory it had returned before", "new tensor"]),
     # ... or as an attribute of the input, which lives on
     ("dropout: the mask kept as an attribute of the input", "day5/dropout", "day5.dropout",
      _kept_mask("x.kept_mask = keep\n        ctx.x = x", "ctx.x.kept_mask"),
@@ -992,6 +1039,12 @@ HONEST_VARIANTS = [
     # the forward saves its input (no mask in it; needless, but nothing of the mask is kept)
     ("dropout: the forward saves its input", "day5/dropout", "day5.dropout",
      {"        ctx.p, ctx.seed = p, seed\n": "        ctx.p, ctx.seed = p, seed\n        ctx.save_for_backward(x)\n"}),
+    # a table of each layer's last seed kept between calls (16 numbers, 128 bytes), one entry set per forward:
+    # refused once, the whole table counted where the op wrote 8 bytes of it (a helper's sweep of honest code)
+    ("dropout: one entry of a module-level table of seeds set by fill_", "day5/dropout", "day5.dropout",
+     {"def launch_dropout(x, p, seed):": "_LAST_SEEDS = torch.zeros(16, dtype=torch.int64, device=dev.torch_device)\n\n\n"
+      "def launch_dropout(x, p, seed):",
+      "        ctx.p, ctx.seed = p, seed\n": "        ctx.p, ctx.seed = p, seed\n        _LAST_SEEDS[3].fill_(seed)\n"}),
     # the seed as a one-element tensor made by empty and fill_
     ("dropout: the seed kept as a filled tensor", "day5/dropout", "day5.dropout",
      {"        ctx.p, ctx.seed = p, seed\n":

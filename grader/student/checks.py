@@ -249,13 +249,22 @@ def _plain(spec, outputs: tuple, label: str) -> tuple:
     """The outputs, refused unless plain tensors: a subclass could change how they compare, and any other
     object could compute its values only when it is read."""
     for t in outputs:
-        if isinstance(t, torch.Tensor) and type(t) not in (torch.Tensor, torch.nn.Parameter):
-            raise CheckFailed(f"{spec.title}: on {label} your function returned a {type(t).__name__}, a "
-                              f"subclass of torch.Tensor; return the plain tensor your kernel wrote.")
-        if not isinstance(t, torch.Tensor):
+        _no_subclass(spec, t, f"on {label} your function returned")
+        if not issubclass(type(t), torch.Tensor):
             raise CheckFailed(f"{spec.title}: on {label} your function returned a {type(t).__name__} where a "
                               f"tensor was expected; return the tensor your kernel wrote (several as a tuple).")
     return outputs
+
+
+def _no_subclass(spec, value, what: str) -> None:
+    """Refuse a subclass of torch.Tensor (but a Parameter): its methods are the student's own code, which
+    would run wherever the grader touches the value, outside the guard. Asked by type(), which runs no
+    code of the value's (isinstance also reads a `__class__` the value may define: a red team's did the
+    work there)."""
+    kind = type(value)
+    if issubclass(kind, torch.Tensor) and kind not in (torch.Tensor, torch.nn.Parameter):
+        raise CheckFailed(f"{spec.title}: {what} a {kind.__name__}, a subclass of torch.Tensor; use plain "
+                          f"tensors (the one your kernel wrote).")
 
 
 @contextlib.contextmanager
@@ -285,6 +294,7 @@ def _student_graph(spec, fn, args, label, records: list | None = None):
     leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
               else a for a in args]
     y = run_student(spec, fn, leaves, label, records=records)
+    _no_subclass(spec, y, f"on {label} your function returned")
     return from_a_function(spec, y, f"the output on {label}"), _differentiable(leaves)
 
 
@@ -350,18 +360,25 @@ def judged_outputs(spec, fn, args, gen, label) -> tuple:
     outputs, dy, graph = [], judged_dy(spec, args, gen), []
     for i, call_args in enumerate(spec.judge_calls(args)):
         if spec.judged_backward and i == 0:
-            with no_saved_tensor_hooks(spec):
+            with no_saved_tensor_hooks(spec), no_automatic_collection():
                 records = [] if spec.keeps_no_tensor else None
                 graph += _student_graph(spec, fn, call_args, label, records)
                 y, leaves = graph
                 outputs.append(y.detach().clone())
                 if spec.keeps_no_tensor:
+                    _overwrite(y)   # first: code of the student's that looking at ctx runs finds nothing
                     _keeps_no_tensor(spec, y, leaves, label, records[0])
-                    _overwrite(y)
                 grads = _student_grads(spec, y, leaves, dy, label)
             del y, leaves
         else:
-            outputs += _plain(spec, _as_tuple(run_student(spec, fn, call_args, label)), label)
+            got = _plain(spec, _as_tuple(run_student(spec, fn, call_args, label)), label)
+            # (a helper's honest-looking answer returned one cached buffer every call: the next call changed
+            # the last one's result, which the check then blamed on the mask)
+            if {_storage_address(t) for t in got} & {_storage_address(t) for t in outputs}:
+                raise CheckFailed(f"{spec.title}: on {label} your function returned memory it had returned "
+                                  f"before: a later call changes an earlier result under its caller. Return a new "
+                                  f"tensor from every call.")
+            outputs += got
     if spec.judged_backward:
         outputs += _plain(spec, tuple(g for g in grads if g is not None), label)
         del grads
@@ -376,15 +393,40 @@ def let_go(spec, outputs: tuple, graph: list, label) -> tuple:
     guard's watch, before the gradients were handed over. Now such code runs where it is seen, and
     what it writes cannot reach the copies."""
     copies = tuple(o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outputs)
-    with watch(poison=False) as record:
+    def free():
         graph.clear()
         gc.collect()
-    who, where = "code of yours that ran when your autograd graph was freed", f"on {label} (a __del__, or a finalizer)"
+    _watched(spec, free, "code of yours that ran when your autograd graph was freed",
+             f"on {label} (a __del__, or a finalizer)")
+    return copies
+
+
+def _watched(spec, work, who: str, where: str):
+    """work() (the grader's own code that may run the student's: a finalizer at a collection, a property
+    of an object on ctx) under the guard; CheckFailed if the student's code computed with PyTorch or
+    launched a kernel there. Its result."""
+    with watch(poison=False) as record:
+        result = work()
     refuse(spec, record, who, where, launches=False)
     if record.launches:
-        raise CheckFailed(f"{spec.title}: {who} launched a Triton kernel {where}. Compute the gradients in "
-                          f"your backward, before it returns.")
-    return copies
+        raise CheckFailed(f"{spec.title}: {who} launched a Triton kernel {where}. Compute in your forward "
+                          f"and backward, before they return, and nowhere else.")
+    return result
+
+
+@contextlib.contextmanager
+def no_automatic_collection():
+    """No garbage collection but the grader's own, which runs under the guard (let_go, _keeps_no_tensor),
+    while a student's autograd graph lives: a red team's finalizer, on an object in a reference cycle,
+    waited for a collection outside the guard to copy the forward's mask, and made a new such object
+    each time it ran inside one. (Notebooks may not import gc: code_rules.)"""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 # What a forward pass that keeps nothing for its backward may still keep, in bytes: a seed, p or an offset
@@ -402,12 +444,20 @@ def _keeps_no_tensor(spec, y, leaves, label, record) -> None:
     inputs = {_storage_address(t) for t in leaves if isinstance(t, torch.Tensor)}
     output = _storage_address(y)
     node = _function_node(y.grad_fn)
+    # What ctx holds is looked at by type() and under the guard: an object's `__class__`, a tensor
+    # subclass's numel() and a finalizer the collection runs are the student's code (a red team's each
+    # copied the mask, still in the output then, outside the guard)
+    values, saved = dict(vars(node)), node.saved_tensors
+    for name, value in [*values.items(), *(("save_for_backward", t) for t in saved)]:
+        _no_subclass(spec, value, f"on {label} your forward pass keeps on ctx.{name}")
     kept_by_ctx = lambda t: _storage_address(t) not in inputs and t.numel() * t.element_size() > KEPT_BYTES
-    kept = [name for name, value in vars(node).items() if isinstance(value, torch.Tensor) and kept_by_ctx(value)]
-    if any(kept_by_ctx(t) for t in node.saved_tensors) or kept:
+    kept = [name for name, value in values.items() if type(value) in (torch.Tensor, torch.nn.Parameter)
+            and kept_by_ctx(value)]
+    if any(kept_by_ctx(t) for t in saved if t is not None) or kept:
         what = f"ctx.{kept[0]}" if kept else "ctx.save_for_backward"
         _refuse_kept(spec, label, f"your forward pass keeps a tensor for the backward ({what})")
-    gc.collect()
+    _watched(spec, gc.collect, "code of yours that ran when the grader collected garbage after your forward pass",
+             f"on {label} (a __del__, or a finalizer)")
     alive = [(shape, dtype) for ref, nbytes, shape, dtype, address in made
              if nbytes > KEPT_BYTES and address != output and not ref.expired()]
     if alive:
@@ -416,12 +466,13 @@ def _keeps_no_tensor(spec, y, leaves, label, record) -> None:
                                   f"{str(dtype).replace('torch.', '')}) is still alive after it returned, besides its "
                                   f"output: kept for the backward, in a list, a dict, a global or a closure")
     ours = inputs | {output} | {address for *_, address in made}
-    older = [(nbytes, shape, dtype) for address, (nbytes, shape, dtype) in reached.items()
-             if address not in ours and nbytes > KEPT_BYTES]
-    if older:
+    # (added up over every such storage: many small buffers hold a mask as well as one large one)
+    older = sorted((entry for address, entry in reached.items() if address not in ours), key=lambda e: -e[0])
+    if sum(nbytes for nbytes, _, _ in older) > KEPT_BYTES:
         nbytes, shape, dtype = older[0]
         _refuse_kept(spec, label, f"your forward pass wrote into memory from before the call, or handed it to its "
-                                  f"kernel ({nbytes:,} bytes, reached through a tensor of shape {tuple(shape)}, "
+                                  f"kernel ({sum(n for n, _, _ in older):,} bytes in {len(older)} tensor(s); the "
+                                  f"largest {nbytes:,} bytes, reached through a tensor of shape {tuple(shape)}, "
                                   f"{str(dtype).replace('torch.', '')}: a buffer kept between calls)")
 
 

@@ -138,16 +138,21 @@ class CallRecord:
     allocations: list | None = None
     allocated: set = field(default_factory=set)
     # ... and the memory its Triton launches were handed or its PyTorch ops wrote into ({address: (bytes,
-    # shape, dtype)}): memory from before the call among it is a buffer kept between calls
+    # shape, dtype)}): memory from before the call among it is a buffer kept between calls. A launch
+    # reaches its tensors' whole storage; an op, the bytes it wrote (added up): so an honest forward may set
+    # one entry of a small table kept between calls (a step counter per layer) without the table counting.
     reached: dict | None = None
     # watch(launch_bits=): the most bits the call may hand its launches in numbers (_Watcher.handed_to_launch)
     launch_bits: int | None = None
 
-    def note_reached(self, values) -> None:
+    def note_reached(self, values, written: bool = False) -> None:
+        """The storages of `values` were handed to a launch, or (`written`) written through by a PyTorch op."""
         for t in _tensors_in(values):
             storage = _storage(t)
             if storage.nbytes():
-                self.reached.setdefault(storage.data_ptr(), (storage.nbytes(), tuple(t.shape), t.dtype))
+                nbytes, shape, dtype = self.reached.get(storage.data_ptr(), (0, tuple(t.shape), t.dtype))
+                more = bounds.span_elements(t) * t.element_size() if written else storage.nbytes()
+                self.reached[storage.data_ptr()] = (min(nbytes + more, storage.nbytes()), shape, dtype)
     # The sketches and sources of the floating values launches were handed, not launches' own outputs
     # ({_sketch_key: (_Sketch, sources)}): what PyTorch may copy again (values_from_launches)
     known: dict = field(default_factory=dict)
@@ -641,7 +646,7 @@ class _Watcher(TorchDispatchMode):
             _poison_grown(_storage(args[0]), before, args[0].dtype)
         if self.record.reached is not None:
             # (a red team's forward copied its mask into a module-level buffer: `_BUF[:n].copy_(mask)`)
-            self.record.note_reached(_written(func, args, kwargs))
+            self.record.note_reached(_written(func, args, kwargs), written=True)
         if self.record.touched is not None:
             # What an op returns in storage none of its arguments had, it made: a view of a workspace, or an
             # op writing into one (out=), made nothing.
