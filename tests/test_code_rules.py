@@ -68,6 +68,9 @@ CHEATS = {
     "ns = SimpleNamespace(__array_interface__=d)": "uses __array_interface__",
     "from torch.utils.dlpack import to_dlpack": "imports to_dlpack",
     "class Any:\n    def __getattr__(self, name): pass": "defines __getattr__",
+    # a property that ran when isinstance read it (a red team's; the grader now asks type())
+    "class Note:\n    @property\n    def __class__(self):\n        return object": "defines __class__",
+    "class Note:\n    __class__ = property(lambda self: object)": "rebinds __class__",
     "Fake = type('Fake', (), d)": "builds a class with type(name, bases, namespace)",
     "lib = torch.library.Library('aten', 'IMPL')": "changes PyTorch's own operators",
     "torch.library.impl('aten::zeros_like', 'CPU')(f)": "changes PyTorch's own operators",

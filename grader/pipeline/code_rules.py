@@ -910,6 +910,8 @@ def _bindings_and_protocols(tree, modules=KNOWN_MODULES, plain=None) -> list:
                 problems.append(f"rebinds the name {name}")
             elif name in PROTOCOL_NAMES:
                 problems.append(f"defines {name}")
+            elif name == "__class__":   # read, it names a type; defined, an object answers for another class
+                problems.append("defines __class__ (an object that claims another class)")
         if isinstance(node, ast.Name) and node.id in PROTOCOL_NAMES:
             problems.append(f"uses {node.id}")
         elif isinstance(node, ast.Attribute) and node.attr in PROTOCOL_NAMES | ESCAPES | FORBIDDEN_CALLS \
