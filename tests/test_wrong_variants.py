@@ -510,6 +510,12 @@ VARIANTS = [
      _masked_launch("    rng = random.Random(seed)\n"
                     "    keep = torch.tensor([rng.random() >= p for _ in range(x.numel())], dtype=torch.uint8)\n"),
      [HOST_MASK]),
+    # ... and joined from one-element tensors of ones and zeros (nothing put in from Python but their choice)
+    ("dropout: a mask drawn by Python's random, joined from ones and zeros", "day5/dropout", "day5.dropout",
+     _masked_launch("    rng = random.Random(seed)\n"
+                    "    one, zero = torch.ones(1, device=x.device), torch.zeros(1, device=x.device)\n"
+                    "    keep = torch.cat([one if rng.random() >= p else zero for _ in range(x.numel())])\n"),
+     ["pieces joined or copied", "in the kernel"]),
     ("dropout: a mask from a buffer of NumPy's", "day5/dropout", "day5.dropout",
      _masked_launch("    drawn = (np.random.default_rng(seed).random(x.numel()) >= p).astype(np.uint8)\n"
                     "    keep = torch.frombuffer(bytearray(drawn.tobytes()), dtype=torch.uint8)\n"),
@@ -593,13 +599,18 @@ VARIANTS = [
     ("dropout: the mask copied into many small module-level buffers", "day5/dropout", "day5.dropout",
      {**_MASK_KERNEL, "_MASKS = {}\n": "_PIECES = []\n",
       "        ctx.p, ctx.seed = p, seed\n": "        ctx.p, ctx.seed = p, seed\n"
-      "        keep = launch_dropout(torch.ones_like(x), p, seed).reshape(-1)\n"
-      "        while 16 * len(_PIECES) < keep.numel():   # grown by the notebook's own first call\n"
-      "            _PIECES.append(torch.empty(16, device=x.device))\n"
-      "        for i in range(0, keep.numel(), 16):\n"
-      "            _PIECES[i // 16][:keep[i:i + 16].numel()].copy_(keep[i:i + 16])\n",
+      "        keep = launch_dropout(torch.ones_like(x), p, seed).reshape(-1).to(torch.uint8)\n"
+      "        while 64 * len(_PIECES) < keep.numel():   # grown by the notebook's own first call\n"
+      "            _PIECES.append(torch.empty(64, dtype=torch.uint8, device=x.device))\n"
+      "        for i in range(0, keep.numel(), 64):\n"
+      "            _PIECES[i // 64][:keep[i:i + 64].numel()].copy_(keep[i:i + 64])\n",
       "        return launch_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None":
-      "        return launch_masked(dy.contiguous(), torch.cat(_PIECES), 1.0 / (1.0 - ctx.p)), None, None"},
+      "        dy, dx = dy.contiguous().view(-1), torch.empty(dy.shape, dtype=dy.dtype, device=dy.device)\n"
+      "        for i in range(0, dy.numel(), 64):   # each piece applied where it lies: nothing joined\n"
+      "            part = dy[i:i + 64]\n"
+      "            masked_kernel[(1,)](part, _PIECES[i // 64], dx.view(-1)[i:i + 64], part.numel(), "
+      "1.0 / (1.0 - ctx.p), BLOCK=64)\n"
+      "        return dx, None, None"},
      ["wrote into memory from before the call", "tensor(s)"]),
     # Code of the student's that the grader itself ran outside the guard, before the output was overwritten (a
     # red team's): a finalizer on an object in a reference cycle, run by a collection; a `__class__` property

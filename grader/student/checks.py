@@ -114,7 +114,19 @@ def watch_student(spec, inputs, **options):
     bound = spec.linear_above(*_tensors_in(inputs)) if spec.linear_above else None
     sum_limit = spec.sum_limit(*_tensors_in(inputs)) if spec.sum_limit else None
     return watch(also_allowed=spec.also_allowed, linear_above=bound, sum_limit=sum_limit,
-                 launch_bits=_launch_bits(spec, inputs), **options)
+                 launch_bits=_launch_bits(spec, inputs), pieces=_pieces(spec, inputs), **options)
+
+
+def _rows(inputs) -> int:
+    """The rows of a call's first input (its elements over its last dimension), 1 for a vector."""
+    first = next(_tensors_in(inputs), None)
+    return first.numel() // first.shape[-1] if first is not None and first.dim() >= 2 and first.shape[-1] else 1
+
+
+def _pieces(spec, inputs) -> int | None:
+    """How many pieces a call of a random op (spec.judge) may join or copy into place with PyTorch
+    (guard._Watcher._joined): 64, and 4 a row of its first input, as many as its fills with numbers."""
+    return None if spec.judge is None else HOST_ELEMENTS + 4 * _rows(inputs)
 
 
 def _launch_bits(spec, inputs) -> int | None:
@@ -126,9 +138,7 @@ def _launch_bits(spec, inputs) -> int | None:
     (guard.HOST_ELEMENTS; a kernel that prints is refused), and launch arguments are not counted."""
     if spec.judge is None:
         return None
-    first = next(_tensors_in(inputs), None)
-    rows = first.numel() // first.shape[-1] if first is not None and first.dim() >= 2 and first.shape[-1] else 1
-    return 64 * HOST_ELEMENTS + 128 * rows
+    return 64 * HOST_ELEMENTS + 128 * _rows(inputs)
 
 
 def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None, records: list | None = None):

@@ -144,6 +144,8 @@ class CallRecord:
     reached: dict | None = None
     # watch(launch_bits=): the most bits the call may hand its launches in numbers (_Watcher.handed_to_launch)
     launch_bits: int | None = None
+    # watch(pieces=): the most pieces the call's PyTorch ops may join or copy into place (_Watcher._joined)
+    pieces: int | None = None
 
     def note_reached(self, values, written: bool = False) -> None:
         """The storages of `values` were handed to a launch, or (`written`) written through by a PyTorch op."""
@@ -386,6 +388,8 @@ def _storage(t: torch.Tensor):
 # Ops that write one number from Python into a tensor: each counts as one value put in (a red team wrote a
 # mask drawn on the host as runs of fill_(1); _Watcher._filled)
 FILLS = frozenset("fill_ full full_like new_full".split())
+# Ops that put pieces of tensors together or into place (watch(pieces=): _Watcher._joined)
+JOINS = frozenset("cat stack copy_ slice_scatter select_scatter".split())
 
 # Reductions that add up a tensor's elements (watch(sum_limit=))
 SUMS = frozenset("sum mean nansum nanmean sum_to_size cumsum cumsum_ logsumexp".split())
@@ -571,6 +575,7 @@ class _Watcher(TorchDispatchMode):
         self.host_elements = 0
         self.put_elements = 0
         self.fills = set()   # (storage, offset, elements, value) of each fill with a number (_filled)
+        self.joined = 0         # pieces joined or copied into place (_joined)
         self.launch_bits = 0    # bits handed to launches in numbers, and the last number at each place
         self.last_handed = {}   # ({(kernel, place): number}: handed_to_launch)
 
@@ -625,6 +630,18 @@ class _Watcher(TorchDispatchMode):
                                          f"values drawn in Python and passed in as arguments: draw them in the "
                                          f"kernel)")
 
+    def _joined(self, name, args) -> None:
+        """Pieces that an op joins (cat, stack: each tensor) or copies into place (copy_, the scatters: one),
+        counted against watch(pieces=), for a random op, whose output depends on no input's values: a red
+        team's dropout drew its mask with Python's random and joined it from one-element tensors of ones
+        and zeros, putting in no values (put_in), only its choice of each piece. An honest one joins nothing
+        and copies a few whole tensors (a contiguous copy of its input)."""
+        self.joined += len(list(_tensors_in(args[0]))) if name in ("cat", "stack") else 1
+        limit = self.record.pieces
+        if self.joined > limit and not any(o.startswith("pieces joined") for o in self.record.torch_ops):
+            self.record.torch_ops.append(f"pieces joined or copied into place by PyTorch, more than {limit} (a "
+                                         f"mask assembled piece by piece outside Triton: draw it in the kernel)")
+
     def put_in(self, what: str, elements: int) -> None:
         """The student's code made tensors of `elements` values from Python or NumPy by `what`."""
         self.put_elements += elements
@@ -670,6 +687,8 @@ class _Watcher(TorchDispatchMode):
             self.record.device_moves.append(f"copy to {kwargs['device']}")
         elif self.poison and name in POISONED_OPS and isinstance(out, torch.Tensor):
             out = self.record.guarded(out)
+        if self.record.pieces is not None and name in JOINS:
+            self._joined(name, args)
         # (before an in-place addition's result takes its terms' sources)
         adds_itself = self.record.sum_limit is not None and name in ADDITIONS and self._adds_itself(args)
         if self.record.linear_above is not None:
@@ -1585,7 +1604,8 @@ def _function_of(launcher):
 @contextmanager
 def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: bool | None = None,
           memory: bool = False, linear_above: int | None = None, follow_copies: bool = True,
-          sum_limit: int | None = None, allocations: bool = False, launch_bits: int | None = None):
+          sum_limit: int | None = None, allocations: bool = False, launch_bits: int | None = None,
+          pieces: int | None = None):
     """Run a block under the watcher; yields the CallRecord it fills in.
 
     `also_allowed` names extra ATen ops an exercise permits (e.g. "sum" to add up per-block partials).
@@ -1605,11 +1625,12 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     `allocations`: note what the block's ops allocate, and the memory its launches are handed or its ops write
     (CallRecord.allocations, CallRecord.reached).
     `launch_bits`: the block may hand its launches at most this many bits in numbers (_Watcher.handed_to_launch).
+    `pieces`: its PyTorch ops may join or copy into place at most this many pieces (_Watcher._joined).
     """
     global _active
     record = CallRecord(touched={} if memory else None, linear_above=linear_above, follow_copies=follow_copies,
                         sum_limit=sum_limit, allocations=[] if allocations else None,
-                        reached={} if allocations else None, launch_bits=launch_bits)
+                        reached={} if allocations else None, launch_bits=launch_bits, pieces=pieces)
     _note_replaced_operators(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     outer, _active = _active, _Watch(record, watcher, compile_ahead=ops if tune_briefly is None else tune_briefly)
