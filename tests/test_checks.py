@@ -573,3 +573,21 @@ def test_what_is_timed_beside_a_grade_runs_apart_from_the_graded_runs():
     assert run.ratio == 2.0 and run.credit == 1.0
     assert run.beside("compiled") == 1.2 and run.of_same_copy == 1.0 and run.beside("other") is None
     assert "beside it, not graded: compiled 1.5000 ms -> yours 1.20x" in run.report()
+
+
+def test_a_backward_exercises_output_that_is_no_tensor_is_refused_before_the_grader_reads_it():
+    # A red team returned a list whose grad_fn property computed the gradients with PyTorch, outside the
+    # guard, when the grader read it: the output's type is asked first, by type()
+    spec = exercises.get("day5.linear_cross_entropy")
+    read = []
+
+    class Loss(list):
+        @property
+        def grad_fn(self):
+            read.append("grad_fn")
+            return None
+
+    x, y = torch.randn(64), torch.randn(64)
+    with pytest.raises(CheckFailed, match="returned a Loss where a tensor was expected"):
+        checks._student_graph(spec, lambda *args: Loss([kernels.add(x, y)]), [x, y], "a case")
+    assert read == []

@@ -71,6 +71,7 @@ CHEATS = {
     # a property that ran when isinstance read it (a red team's; the grader now asks type())
     "class Note:\n    @property\n    def __class__(self):\n        return object": "defines __class__",
     "class Note:\n    __class__ = property(lambda self: object)": "rebinds __class__",
+    "class Kind(type):\n    pass\n\n\nclass Loss(list, metaclass=Kind):\n    pass": "uses metaclass=",
     "Fake = type('Fake', (), d)": "builds a class with type(name, bases, namespace)",
     "lib = torch.library.Library('aten', 'IMPL')": "changes PyTorch's own operators",
     "torch.library.impl('aten::zeros_like', 'CPU')(f)": "changes PyTorch's own operators",

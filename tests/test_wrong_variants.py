@@ -646,6 +646,21 @@ VARIANTS = [
       "    out = torch.empty_like(x)\n    n = x.numel()\n":
       "    out = _OUT.setdefault((x.shape, x.dtype), torch.empty_like(x))\n    n = x.numel()\n"},
      ["returned memory it had returned before", "new tensor"]),
+    # Objects of the student's that the grader touched outside the guard (a red team's, each with the reference's
+    # own result here, to show that the object alone is refused): gradients handed back as a subclass whose
+    # detach() the grader called, and a class whose metaclass's __eq__ ran when the grader compared types (a
+    # list with a grad_fn property as a backward exercise's output: tests/test_checks.py)
+    ("attention backward: gradients handed back as a tensor subclass", "day5/flash_attention_backward",
+     "day5.attention_backward",
+     {"        return dq, dk, dv, None":
+      "        class Grad(torch.Tensor):\n            pass\n"
+      "        return dq.as_subclass(Grad), dk.as_subclass(Grad), dv.as_subclass(Grad), None"},
+     ["a Grad, a subclass of torch.Tensor"]),
+    ("cross-entropy: the loss returned inside a list whose class has a metaclass", "day2/cross_entropy",
+     "day2.cross_entropy",
+     {"    return total / count":
+      "    class Kind(type):\n        pass\n    Loss = Kind('Loss', (list,), {})\n    return Loss([total / count])"},
+     ["returned a Loss where a tensor was expected"]),
     # ... or as an attribute of the input, which lives on
     ("dropout: the mask kept as an attribute of the input", "day5/dropout", "day5.dropout",
      _kept_mask("x.kept_mask = keep\n        ctx.x = x", "ctx.x.kept_mask"),

@@ -69,7 +69,8 @@ FORBIDDEN_CALLS = frozenset({"system", "popen", "fork", "forkpty", "execv", "exe
                              "Formatter",
                              # evaluate string annotations in a module's globals
                              "get_type_hints", "singledispatch", "singledispatchmethod"})
-FORBIDDEN_KEYWORDS = frozenset({"weights_only", "allow_pickle"})
+# (a metaclass's __eq__ ran when the grader compared a returned object's type: a red team's did the work there)
+FORBIDDEN_KEYWORDS = frozenset({"weights_only", "allow_pickle", "metaclass"})
 # operator's ways to reach attributes by name: allowed, as getattr is, with public names written out.
 NAMED_GETTERS = frozenset({"attrgetter", "methodcaller"})
 # What a student's cell may use of the grader: its public functions (grader.__all__), not its modules.

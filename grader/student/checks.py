@@ -59,7 +59,9 @@ def _dtype_name(dtype) -> str:
 def _as_tuple(x):
     # Only a plain tuple or list is taken apart: iterating a subclass would run the student's __iter__,
     # which could do the work only when a result is looked at (outside the guard's watch, untimed).
-    return tuple(x) if type(x) in (tuple, list) else (x,)
+    # (`is`, not `in`: a tuple's `in` compares with ==, which runs a metaclass's __eq__: a red team's did
+    # the work there)
+    return tuple(x) if type(x) is tuple or type(x) is list else (x,)
 
 
 # Where Python's, PyTorch's, Triton's (which may be installed elsewhere) and the grader's own code lives.
@@ -272,9 +274,14 @@ def _no_subclass(spec, value, what: str) -> None:
     code of the value's (isinstance also reads a `__class__` the value may define: a red team's did the
     work there)."""
     kind = type(value)
-    if issubclass(kind, torch.Tensor) and kind not in (torch.Tensor, torch.nn.Parameter):
+    if issubclass(kind, torch.Tensor) and not _is_plain_tensor(value):
         raise CheckFailed(f"{spec.title}: {what} a {kind.__name__}, a subclass of torch.Tensor; use plain "
                           f"tensors (the one your kernel wrote).")
+
+
+def _is_plain_tensor(value) -> bool:
+    """A torch.Tensor or Parameter itself, asked with `is` (== on types runs a metaclass's __eq__)."""
+    return type(value) is torch.Tensor or type(value) is torch.nn.Parameter
 
 
 @contextlib.contextmanager
@@ -304,7 +311,7 @@ def _student_graph(spec, fn, args, label, records: list | None = None):
     leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
               else a for a in args]
     y = run_student(spec, fn, leaves, label, records=records)
-    _no_subclass(spec, y, f"on {label} your function returned")
+    (y,) = _plain(spec, (y,), label)   # by type(), before the grader reads its grad_fn (a red team's property)
     return from_a_function(spec, y, f"the output on {label}"), _differentiable(leaves)
 
 
@@ -402,7 +409,7 @@ def let_go(spec, outputs: tuple, graph: list, label) -> tuple:
     filled them in from a __del__ (or a weakref.finalize) that ran when its graph was freed: after the
     guard's watch, before the gradients were handed over. Now such code runs where it is seen, and
     what it writes cannot reach the copies."""
-    copies = tuple(o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outputs)
+    copies = tuple(o.detach().clone() if _is_plain_tensor(o) else o for o in outputs)
     def free():
         graph.clear()
         gc.collect()
@@ -461,8 +468,7 @@ def _keeps_no_tensor(spec, y, leaves, label, record) -> None:
     for name, value in [*values.items(), *(("save_for_backward", t) for t in saved)]:
         _no_subclass(spec, value, f"on {label} your forward pass keeps on ctx.{name}")
     kept_by_ctx = lambda t: _storage_address(t) not in inputs and t.numel() * t.element_size() > KEPT_BYTES
-    kept = [name for name, value in values.items() if type(value) in (torch.Tensor, torch.nn.Parameter)
-            and kept_by_ctx(value)]
+    kept = [name for name, value in values.items() if _is_plain_tensor(value) and kept_by_ctx(value)]
     if any(kept_by_ctx(t) for t in saved if t is not None) or kept:
         what = f"ctx.{kept[0]}" if kept else "ctx.save_for_backward"
         _refuse_kept(spec, label, f"your forward pass keeps a tensor for the backward ({what})")
@@ -546,12 +552,14 @@ def student_backward(spec, fn, args, dy, label) -> tuple:
     gradients for dy, after the output for a whole step (step_outputs). The output is copied as the
     forward returned it: a backward may not fill in the loss later (a red team's forward returned a
     placeholder)."""
-    with no_saved_tensor_hooks(spec):
+    with no_saved_tensor_hooks(spec), no_automatic_collection():
         graph = list(_student_graph(spec, fn, args, label))
         y, leaves = graph
         returned = y.detach().clone() if spec.times_step else y
-        outputs = step_outputs(spec, returned, _student_grads(spec, y, leaves, dy, label))
-        del y, leaves, returned
+        grads = _student_grads(spec, y, leaves, dy, label)
+        _plain(spec, tuple(g for g in grads if g is not None), label)   # before let_go copies them (a red team's)
+        outputs = step_outputs(spec, returned, grads)
+        del y, leaves, returned, grads
         return let_go(spec, outputs, graph, label)
 
 
