@@ -636,9 +636,9 @@ class _Watcher(TorchDispatchMode):
         team's dropout drew its mask with Python's random and joined it from one-element tensors of ones
         and zeros, putting in no values (put_in), only its choice of each piece. An honest one joins nothing
         and copies a few whole tensors (a contiguous copy of its input)."""
+        before, limit = self.joined, self.record.pieces
         self.joined += len(list(_tensors_in(args[0]))) if name in ("cat", "stack") else 1
-        limit = self.record.pieces
-        if self.joined > limit and not any(o.startswith("pieces joined") for o in self.record.torch_ops):
+        if before <= limit < self.joined:   # said once, when crossed
             self.record.torch_ops.append(f"pieces joined or copied into place by PyTorch, more than {limit} (a "
                                          f"mask assembled piece by piece outside Triton: draw it in the kernel)")
 
