@@ -750,7 +750,7 @@ VARIANTS = [
       "        ctx.grads = None\n": "        ctx.grads = None\n        ctx.saved_tensors[0].copy_(ctx.value)\n"},
      ["(loss)", "elements differ"]),
     ("training step: RMSNorm's backward drops the mean term", "day5/training_step", "day5.training_step",
-     {"dx = rstd * (g - xhat * (tl.sum(g * xhat, axis=0) / n_cols))": "dx = rstd * g"},
+     {"dres + rstd * (g - xhat * (tl.sum(g * xhat, axis=0) / n_cols))": "dres + rstd * g"},
      ["(dx)", "elements differ", "mean(g x r)"]),
     ("training step: dw of one program only", "day5/training_step", "day5.training_step",
      {"partial.sum(0)": "partial[0]"}, ["(dnorm1)", "elements differ", "the sum over tokens"]),
@@ -763,7 +763,7 @@ VARIANTS = [
      {"swiglu_forward_kernel[(triton.cdiv(a.numel(), block),)](a, b, g, a.numel(), BLOCK=block)":
       "g.copy_(torch.nn.functional.silu(a) * b)"}, ["computed with PyTorch", "aten.silu"]),
     ("training step: PyTorch's autograd through PyTorch's RMSNorm", "day5/training_step", "day5.training_step",
-     {"    h = RMSNorm.apply(x, norm2)\n": "    h = torch.nn.functional.rms_norm(x, (d,), norm2, eps=1e-6)\n"},
+     {"    x, h = RMSNorm.apply(x, norm2)\n": "    h = torch.nn.functional.rms_norm(x, (d,), norm2, eps=1e-6)\n"},
      ["computed with PyTorch"]),
     # a red team's norm with no Triton math: each token's sum of squares as the diagonal of x x^T, a
     # square root by Newton's method on those per-token values, the weight as a diagonal matrix
@@ -858,8 +858,7 @@ class AddRMSNorm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, ds, dy):
-        dx, dw = RMSNorm.backward(ctx, dy)      # saved in the same order: (the norm's input, w, rstd)
-        dx = dx + ds
+        dx, dw = RMSNorm.backward(ctx, ds, dy)  # saved in the same order: (the norm's input, w, rstd)
         return dx, dx, dw"""
 
 
@@ -972,8 +971,8 @@ HONEST_VARIANTS = [
     ("training step: residuals added apart, F.linear", "day5/training_step", "day5.training_step",
      {"    x = torch.addmm(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d), wo)":
       "    x = x + CausalAttention.apply(torch.nn.functional.linear(h, wqkv.t()).view(b, n, 3 * d)).view(b * n, d) @ wo",
-      "    return torch.addmm(x, SwiGLU.apply(h @ w1, h @ w3), w2).view(b, n, d)":
-      "    return (x + SwiGLU.apply(h @ w1, h @ w3) @ w2).view(b, n, d)"}),
+      "    return torch.addmm(x, SwiGLU.apply(h, w1, w3), w2).view(b, n, d)":
+      "    return (x + SwiGLU.apply(h, w1, w3) @ w2).view(b, n, d)"}),
     # q, k and v split into contiguous copies (exercise 1's layout) and joined again, the output's heads
     # merged by a copy: slower than reading them in place, but honest (autograd's backward joins the
     # gradients with aten.stack)
@@ -1019,16 +1018,16 @@ HONEST_VARIANTS = [
       "    mask = cols < n_cols\n"
       "    tl.store(yt_ptr + cols * n_rows + row, tl.load(y_ptr + row * n_cols + cols, mask=mask), mask=mask)\n\n\n"
       "class RMSNorm(torch.autograd.Function):",
-      "        ctx.save_for_backward(x, w, rstd)\n        return y\n":
+      "        ctx.save_for_backward(x, w, rstd)\n        return x.view_as(x), y\n":
       "        ctx.save_for_backward(x, w, rstd)\n"
       "        yt = torch.empty((x.shape[1], x.shape[0]), device=x.device, dtype=x.dtype)\n"
       "        transpose_kernel[(x.shape[0],)](y, yt, x.shape[0], x.shape[1], BLOCK=block)\n"
-      "        return yt.t()\n"}),
+      "        return x.view_as(x), yt.t()\n"}),
     # ... and the second residual addition fused with the second norm: one kernel writes both
     ("training step: residual add and RMSNorm fused", "day5/training_step", "day5.training_step",
      {"# ---- the block ---": FUSED_ADD_NORM + "\n\n# ---- the block ---",
       "    x = torch.addmm(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d), wo)  # x + a @ wo\n"
-      "    h = RMSNorm.apply(x, norm2)\n":
+      "    x, h = RMSNorm.apply(x, norm2)\n":
       "    x, h = AddRMSNorm.apply(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d) @ wo, norm2)\n"}),
     # the seed kept on ctx as a one-element tensor, not a number: nothing of the mask is kept
     ("dropout: the seed kept as a tensor", "day5/dropout", "day5.dropout",

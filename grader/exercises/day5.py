@@ -387,16 +387,18 @@ training_step = KernelExercise(
     # cuBLAS's products (and their backward through autograd), the residual additions, and sums of
     # per-program partial results; on tensors larger than one number per token only linear maps: the
     # norms, the attention and the SwiGLU are the kernels'.
-    also_allowed=("mm", "addmm", "matmul", "bmm", "t", "add", "add_", "sum", "mul", "div", "zeros", "zero_",
-                  "fill_", "copy_", "_to_copy", "to"),
+    also_allowed=("mm", "addmm", "addmm_", "matmul", "bmm", "t", "add", "add_", "sum", "mul", "div", "zeros",
+                  "zero_", "fill_", "copy_", "_to_copy", "to"),
     linear_above=lambda x, *rest: x.shape[0] * x.shape[1],
     library_kernels=("gemm", "nvjet", "cutlass", "xmma", "splitKreduce", "CUDAFunctor_add", "reduce_kernel"),
     speed_hint="the products are about 70% of the step and cuBLAS's already: the rest is where you win. Write each "
                "head's q, k, v straight from the (batch, N, 3 d_model) projection and the attention's output "
                "and gradients in the layout the next product reads (no copies, no torch.cat of dq, dk, dv); "
                "skip the key blocks above the diagonal and mask only the diagonal ones; fold the residual "
-               "additions into the products (torch.addmm); give the RMSNorm backward enough programs "
-               "(a few rows each) to fill the GPU.",
+               "additions into the products (torch.addmm) and their gradients into your RMSNorm backward "
+               "(a Function that returns its input beside the norm receives the residual's gradient); sum "
+               "the SwiGLU input's two gradients in cuBLAS (addmm_); give the RMSNorm backward enough "
+               "programs (a few rows each) to fill the GPU.",
     memory_hint="a step's peak comes in its backward pass, while the activations saved for it are still alive: keep "
                 "per-token numbers (the norm's 1/rms, the attention's log-sum-exp) rather than larger tensors, write "
                 "the attention's gradients straight into one (batch, N, 3 d_model) tensor instead of three joined by "
