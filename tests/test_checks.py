@@ -591,3 +591,28 @@ def test_a_backward_exercises_output_that_is_no_tensor_is_refused_before_the_gra
     with pytest.raises(CheckFailed, match="returned a Loss where a tensor was expected"):
         checks._student_graph(spec, lambda *args: Loss([kernels.add(x, y)]), [x, y], "a case")
     assert read == []
+
+
+def test_a_backward_case_s_collections_find_its_garbage_and_skip_the_heap_before_it():
+    """Inside a case's window (no_automatic_collection) automatic collection is off and what existed before
+    is frozen; a cycle made inside is still found by the grader's collection, its finalizer run there."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    older = Node()
+    older.me = older            # a cycle from before the window: frozen, not collected there
+    older_ref = weakref.ref(older)
+    ran = []
+    with checks.no_automatic_collection():
+        assert not gc.isenabled() and gc.get_freeze_count() > 0
+        del older               # garbage now, but older than the window
+        young = Node()
+        young.me = young
+        weakref.finalize(young, ran.append, "finalized")
+        del young
+        assert gc.collect() >= 1 and ran == ["finalized"]
+        assert older_ref() is not None
+    assert gc.isenabled()
