@@ -26,8 +26,16 @@ def _flush_buffer() -> torch.Tensor:
 # the host finishes launching fn, so the events time the GPU's work rather than a Python launcher
 # slowed by a busy host. Without it the RMSNorm reference (autograd.Function.apply, then a launch)
 # timed 0.78x to 1.05x inside autograded notebooks on an H200; with it 1.21x, as in a script
-# (docs/gpu-notes.md).
+# (docs/gpu-notes.md). A call whose launches take the host longer (a whole training step, about 20 Triton
+# launches and autograd's Python) gets twice its measured launch time (compare), so that a host that
+# stalls in the middle of it still finds the GPU busy: at 0.5 ms the reference step's runs on an H200
+# spread to 4.53 ms (median 4.40), at 4 ms to 4.41 (median 4.39); eager's and compile's tightened alike.
 HOST_HEADSTART_CYCLES = 1_000_000
+# The head start's upper bound (about 10 ms at 2 GHz), for a call that waits for its GPU on the host:
+# no head start helps that one.
+MAX_HEADSTART_CYCLES = 20_000_000
+# GPU cycles a millisecond of host time is worth, at a clock of 2 GHz (a slower clock waits longer).
+CYCLES_PER_MS = 2_000_000
 
 
 # How many of a Fresh call's timed runs have their result checked, per `compare`. The runs are chosen at
@@ -57,8 +65,10 @@ class Fresh:
         return self.call()
 
 
-def _time_once(fn, run: int = -1, verify: bool = False, call: bool = True) -> float:
-    """Milliseconds of one call of fn on the GPU, with the L2 cache flushed first.
+def _time_once(fn, run: int = -1, verify: bool = False, call: bool = True,
+               headstart: int = HOST_HEADSTART_CYCLES) -> float:
+    """Milliseconds of one call of fn on the GPU, with the L2 cache flushed first and `headstart`
+    cycles of GPU busy-wait before the clock starts.
 
     A Fresh call gets new inputs first (outside the timed window), and with `verify` its result is
     checked once the clock has stopped. Without `call`, everything but the call itself happens (what
@@ -72,7 +82,7 @@ def _time_once(fn, run: int = -1, verify: bool = False, call: bool = True) -> fl
     stream = torch.cuda.current_stream()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     if sleep is not None:
-        sleep(HOST_HEADSTART_CYCLES)
+        sleep(headstart)
     start.record(stream)
     result = fn() if call else None
     end.record(stream)
@@ -82,13 +92,13 @@ def _time_once(fn, run: int = -1, verify: bool = False, call: bool = True) -> fl
     return start.elapsed_time(end)
 
 
-def _profile_one_run(fn: Fresh) -> None:
+def _profile_one_run(fn: Fresh, headstart: int = HOST_HEADSTART_CYCLES) -> None:
     """One more run of fn as the timed ones go, under fn.profile; fn.profiled gets the kernels of the
     call alone: those of the same run without the call (new inputs, L2 flush, head start) are taken out."""
     with fn.profile() as everything:
-        _time_once(fn)
+        _time_once(fn, headstart=headstart)
     with fn.profile() as grader_only:
-        _time_once(fn, call=False)
+        _time_once(fn, call=False, headstart=headstart)
     left = list(grader_only)
     fn.profiled = []
     for name, us in everything:
@@ -127,11 +137,17 @@ def compare(fns: dict, budget_ms: float = 400.0, min_reps: int = 10, max_reps: i
     """
     # The numbers of warm-up, timed and wall-clock calls vary at random, so that a function cannot count
     # its way to knowing which kind of call it is in.
+    launch_ms = 0.0
     for fn in fns.values():
         for _ in range(_chooser.randint(2, 4)):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
             fn()
+            launch_ms = max(launch_ms, (time.perf_counter() - start) * 1e3)   # the host's, GPU idle before
     torch.cuda.synchronize()
-    estimate = max(_time_once(fn) for fn in fns.values())
+    # Every function gets the same head start: twice the longest launch time (HOST_HEADSTART_CYCLES)
+    headstart = int(min(MAX_HEADSTART_CYCLES, max(HOST_HEADSTART_CYCLES, 2 * launch_ms * CYCLES_PER_MS)))
+    estimate = max(_time_once(fn, headstart=headstart) for fn in fns.values())
     reps = int(min(max_reps, max(min_reps, budget_ms / max(estimate, 1e-3) / len(fns))))
     reps += _chooser.randint(0, 3)
     checked = set(_chooser.sample(range(reps), min(VERIFIED_RUNS, reps)))
@@ -141,8 +157,8 @@ def compare(fns: dict, budget_ms: float = 400.0, min_reps: int = 10, max_reps: i
     for r in range(reps):
         for name, fn in (items if r % 2 == 0 else items[::-1]):
             if r == profiled_run and isinstance(fn, Fresh) and fn.profile is not None:
-                _profile_one_run(fn)
-            samples[name].append(_time_once(fn, r, r in checked))
+                _profile_one_run(fn, headstart)
+            samples[name].append(_time_once(fn, r, r in checked, headstart=headstart))
     result = {}
     for name, fn in items:
         median = statistics.median(samples[name])
