@@ -48,7 +48,7 @@ def require_sandbox():
 # Files whose tests share nothing (no fixture wider than a test, no order): with `--dist loadfile` pytest-xdist
 # hands their tests to its workers one by one; every other file's tests, and a lecture notebook's cells, go
 # to one worker and run there in order, as loadfile does.
-SPREAD = {"test_wrong_variants", "test_solutions", "test_timer"}
+SPREAD = {"test_wrong_variants", "test_solutions", "test_timer", "test_redteam"}
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -68,6 +68,8 @@ def pytest_collection_modifyitems(config, items):
         for marker, files in FILES_MARKED.items():
             if item.path.stem in files:
                 item.add_marker(marker)
+        if "course_copy" in getattr(item, "fixturenames", ()):
+            item.add_marker("batch")
     _take_a_share_of_the_variants(config, items)
 
 

@@ -31,15 +31,25 @@ def _canonical(path):
     return json.dumps(nb, sort_keys=True, indent=1)
 
 
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    """A copy of the course whose exercises nbgrader generated from the solutions, every day once (both
+    tests below need them: generating a day takes seconds)."""
+    from grader.course import Course
+    root = Course.of(REPO).scratch_copy(tmp_path_factory.mktemp("released") / "course").root
+    for day in DAYS:
+        shutil.rmtree(root / "exercises" / day)
+        nbgrader(root, "generate_assignment", day, "--force")
+    return root
+
+
 @pytest.mark.parametrize("day", DAYS)
-def test_exercises_are_exactly_what_nbgrader_generates_from_solutions(course_copy, day):
-    shutil.rmtree(course_copy / "exercises" / day)
-    nbgrader(course_copy, "generate_assignment", day, "--force")
-    generated = sorted(p.name for p in (course_copy / "exercises" / day).glob("*.ipynb"))
+def test_exercises_are_exactly_what_nbgrader_generates_from_solutions(released, day):
+    generated = sorted(p.name for p in (released / "exercises" / day).glob("*.ipynb"))
     committed = sorted(p.name for p in (REPO / "exercises" / day).glob("*.ipynb"))
     assert generated == committed
     for name in generated:
-        assert _canonical(course_copy / "exercises" / day / name) == _canonical(REPO / "exercises" / day / name), \
+        assert _canonical(released / "exercises" / day / name) == _canonical(REPO / "exercises" / day / name), \
             f"exercises/{day}/{name} differs from what nbgrader generates: run `make exercises`"
 
 
@@ -95,23 +105,22 @@ def test_the_text_states_the_points_that_are_graded():
                 f"{path.name}: the text says {number} point(s){each}, the cells are worth {points}"
 
 
-def test_autograde_gives_solutions_correctness_points_and_exercises_zero(course_copy):
+def test_autograde_gives_solutions_correctness_points_and_exercises_zero(released):
     for day in DAYS:
-        nbgrader(course_copy, "generate_assignment", day, "--force")
         for student, folder in (("reference", "solutions"), ("untouched", "exercises")):
-            shutil.copytree(course_copy / folder / day, course_copy / "grading" / "submitted" / student / day)
+            shutil.copytree(released / folder / day, released / "grading" / "submitted" / student / day)
     for student in ("reference", "untouched"):
-        nbgrader(course_copy, "db", "student", "add", student)
+        nbgrader(released, "db", "student", "add", student)
     for day in DAYS:
-        nbgrader(course_copy, "autograde", day, "--force")
-    nbgrader(course_copy, "export", "--to", "grades.csv")
+        nbgrader(released, "autograde", day, "--force")
+    nbgrader(released, "export", "--to", "grades.csv")
 
     artifacts = os.environ.get("GRADER_ARTIFACTS")  # keep what a GPU run graded, for the record
     if artifacts:
-        shutil.copy(course_copy / "grades.csv", artifacts)
-        shutil.make_archive(os.path.join(artifacts, "autograded"), "zip", course_copy / "grading" / "autograded")
+        shutil.copy(released / "grades.csv", artifacts)
+        shutil.make_archive(os.path.join(artifacts, "autograded"), "zip", released / "grading" / "autograded")
 
-    rows = list(csv.DictReader(open(course_copy / "grades.csv")))
+    rows = list(csv.DictReader(open(released / "grades.csv")))
     scores = {(r["assignment"], r["student_id"]): float(r["score"]) for r in rows}
     max_scores = {r["assignment"]: float(r["max_score"]) for r in rows}
     for day in DAYS:
@@ -120,7 +129,7 @@ def test_autograde_gives_solutions_correctness_points_and_exercises_zero(course_
         assert scores[(day, "untouched")] == 0.0, (day, scores)
 
     if not DEVICE.is_gpu and "day1" in DAYS:
-        graded = (course_copy / "grading" / "autograded" / "reference" / "day1" / "vector_add.ipynb").read_text()
+        graded = (released / "grading" / "autograded" / "reference" / "day1" / "vector_add.ipynb").read_text()
         assert "needs a CUDA GPU" in graded
 
 
