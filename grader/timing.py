@@ -143,7 +143,8 @@ def compare(fns: dict, budget_ms: float = 400.0, min_reps: int = 10, max_reps: i
             torch.cuda.synchronize()
             start = time.perf_counter()
             fn()
-            launch_ms = max(launch_ms, (time.perf_counter() - start) * 1e3)   # the host's, GPU idle before
+            last_ms = (time.perf_counter() - start) * 1e3   # the host's, its GPU idle before the call
+        launch_ms = max(launch_ms, last_ms)                 # the last: the first may have compiled
     torch.cuda.synchronize()
     # Every function gets the same head start: twice the longest launch time (HOST_HEADSTART_CYCLES)
     headstart = int(min(MAX_HEADSTART_CYCLES, max(HOST_HEADSTART_CYCLES, 2 * launch_ms * CYCLES_PER_MS)))

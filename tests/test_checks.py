@@ -616,3 +616,37 @@ def test_a_backward_case_s_collections_find_its_garbage_and_skip_the_heap_before
         assert gc.collect() >= 1 and ran == ["finalized"]
         assert older_ref() is not None
     assert gc.isenabled()
+
+
+def test_the_in_process_clock_gives_every_function_the_same_head_start_from_the_longest_launch(monkeypatch):
+    """timing.compare queues one GPU wait before every timed run of every function it compares: twice the
+    longest time the host took to launch one of them (its last warm-up call: the first may compile), within
+    HOST_HEADSTART_CYCLES and MAX_HEADSTART_CYCLES. Run here with CUDA's clock calls stood in for."""
+    import time
+    from grader import timing
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            pass
+
+        def record(self, stream=None):
+            pass
+
+        def elapsed_time(self, other):
+            return 1.0
+
+    waits = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *args: None)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "_sleep", waits.append, raising=False)
+    monkeypatch.setattr(timing, "_flush_buffer", lambda: torch.empty(1))
+    calls = []
+
+    def launches_slowly():           # its first call compiles (60 ms), later ones launch in 0.5 ms
+        calls.append(1)
+        time.sleep(0.06 if len(calls) == 1 else 0.0005)
+
+    timing.compare({"slow": launches_slowly, "fast": lambda: None}, budget_ms=1, min_reps=2, max_reps=2)
+    assert len(waits) >= 2 + 2 * 2 and len(set(waits)) == 1, waits
+    assert timing.HOST_HEADSTART_CYCLES < waits[0] < timing.MAX_HEADSTART_CYCLES, waits[0]
