@@ -984,6 +984,9 @@ HONEST_VARIANTS = [
       "    packed = torch.stack((q, k, v)).permute(1, 3, 0, 2, 4).reshape(b, n, 3 * d)\n"
       "    o = CausalAttention.apply(packed).view(b, n, heads, 64).transpose(1, 2).contiguous()\n"
       "    x = x + o.transpose(1, 2).reshape(b * n, d) @ wo"}),
+    # the norm's Function handing back its input itself (not a view of it) beside the norm
+    ("training step: the residual stream returned as the input itself", "day5/training_step", "day5.training_step",
+     {"        return x.view_as(x), y\n": "        return x, y\n"}),
     # the products by torch.einsum (which runs bmm)
     ("training step: products by einsum", "day5/training_step", "day5.training_step",
      {"    x = torch.addmm(x, CausalAttention.apply((h @ wqkv).view(b, n, 3 * d)).view(b * n, d), wo)  # x + a @ wo":
