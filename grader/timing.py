@@ -146,7 +146,7 @@ def compare(fns: dict, budget_ms: float = 400.0, min_reps: int = 10, max_reps: i
             last_ms = (time.perf_counter() - start) * 1e3   # the host's, its GPU idle before the call
         launch_ms = max(launch_ms, last_ms)                 # the last: the first may have compiled
     torch.cuda.synchronize()
-    # Every function gets the same head start: twice the longest launch time (HOST_HEADSTART_CYCLES)
+    # Every function gets the same head start: twice the longest launch time, within the bounds above
     headstart = int(min(MAX_HEADSTART_CYCLES, max(HOST_HEADSTART_CYCLES, 2 * launch_ms * CYCLES_PER_MS)))
     estimate = max(_time_once(fn, headstart=headstart) for fn in fns.values())
     reps = int(min(max_reps, max(min_reps, budget_ms / max(estimate, 1e-3) / len(fns))))

@@ -455,18 +455,14 @@ def no_automatic_collection():
             gc.enable()
 
 
-_unfrozen_at_exit = False
-
-
 def _freeze_what_exists() -> None:
-    """gc.freeze(), and once per process gc.unfreeze() at exit: the interpreter's last collection then
-    frees the frozen objects as it would have (left frozen, Triton's bindings report them as leaked)."""
-    global _unfrozen_at_exit
-    if not _unfrozen_at_exit:
-        atexit.register(gc.unfreeze)
-        _unfrozen_at_exit = True
     gc.collect(1)
     gc.freeze()
+
+
+# What a window froze is unfrozen at exit: the interpreter's last collection then frees it as it would have
+# (left frozen, Triton's bindings report its objects as leaked).
+atexit.register(gc.unfreeze)
 
 
 # What a forward pass that keeps nothing for its backward may still keep, in bytes: a seed, p or an offset
