@@ -256,18 +256,22 @@ def test_what_a_call_allocated_is_known_by_weak_reference():
     assert [ref.expired() for ref, *_ in allocations] == [True, False]   # b lives on in the view
 
 
-def test_the_memory_a_calls_ops_write_into_is_noted():
+def test_the_memory_a_calls_ops_read_or_write_is_noted_and_a_view_s_is_not():
     # copy_ into a slice, a setitem, an in-place op and out=: each writes into memory from before the call
-    # (a red team kept a dropout mask in a module-level buffer by copy_); reading it is not writing
-    buffers = [torch.zeros(64) for _ in range(5)]
+    # (a red team kept a dropout mask in a module-level buffer by copy_); a sum and a clone of a slice read
+    # it (another cloned numbers drawn before the call out of a pool); taking a view reads nothing
+    buffers = [torch.zeros(64) for _ in range(7)]
     with watch(allocations=True) as record:
         buffers[0][:8].copy_(torch.ones(8))
         buffers[1][8:16] = torch.ones(8)
         buffers[2].mul_(2.0)
         torch.add(torch.ones(64), 1.0, out=buffers[3])
         buffers[4].sum()
-    assert {address: nbytes for address, (nbytes, _, _) in record.reached.items()} == \
-        dict(zip((b.untyped_storage().data_ptr() for b in buffers[:4]), (32, 32, 256, 256)))   # the bytes written
+        buffers[5][:16].clone()
+        buffers[6][:32].view(4, 8).t()
+    noted = {address: nbytes for address, (nbytes, _, _) in record.reached.items()}
+    addresses = [b.untyped_storage().data_ptr() for b in buffers]
+    assert [noted.get(address, 0) for address in addresses] == [32, 32, 256, 256, 256, 64, 0]   # the bytes used
 
 
 def test_memory_a_resize_adds_is_poisoned_and_what_it_kept_is_not():

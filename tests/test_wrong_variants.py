@@ -557,6 +557,25 @@ VARIANTS = [
      _kept_mask("ctx.kept = [keep]", "ctx.kept[0]"), ["still alive after it returned", "the seed and p"]),
     ("dropout: the mask kept in a module-level dict", "day5/dropout", "day5.dropout",
      _kept_mask("_MASKS[seed] = keep", "_MASKS[ctx.seed]"), ["still alive after it returned"]),
+    # ... or copied out by a finalizer on an object in a cycle with it, when the grader's own collection freed
+    # both (a red team's: by __del__, and by weakref.finalize)
+    ("dropout: the mask copied out by a __del__ at the grader's collection", "day5/dropout", "day5.dropout",
+     _kept_mask("class Carrier:\n"
+                "            def __init__(self, keep, key):\n"
+                "                self.keep, self.key, self.me = keep, key, self\n\n"
+                "            def __del__(self):\n"
+                "                _MASKS[self.key] = self.keep.clone()\n\n"
+                "        Carrier(keep, seed)", "_MASKS.pop(ctx.seed)"),
+     ["made a tensor", "a __del__, or a finalizer"]),
+    ("dropout: the mask copied out by weakref.finalize at the grader's collection", "day5/dropout", "day5.dropout",
+     _kept_mask("import weakref\n\n"
+                "        class Node:\n"
+                "            pass\n\n"
+                "        node = Node()\n"
+                "        node.me = node\n"
+                "        weakref.finalize(node, lambda k=keep, s=seed: _MASKS.__setitem__(s, k.clone()))\n"
+                "        del node", "_MASKS.pop(ctx.seed)"),
+     ["made a tensor", "a __del__, or a finalizer"]),
     ("dropout: the mask kept in a closure on ctx", "day5/dropout", "day5.dropout",
      _kept_mask("ctx.mask_of = lambda: keep", "ctx.mask_of()"), ["still alive after it returned"]),
     # ... in memory an in-place resize_ gave a tensor of no elements, or in a module-level buffer grown in
@@ -585,8 +604,31 @@ VARIANTS = [
         f"        {copy.format('launch_dropout(torch.ones_like(x), p, seed).reshape(-1)')}\n",
         "        return launch_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None":
         "        return launch_masked(dy.contiguous(), _KEEP, 1.0 / (1.0 - ctx.p)), None, None"},
-       ["wrote into memory from before the call", "kept between calls"])
+       ["wrote memory from before the call", "kept between calls"])
       for how, copy in [("copy_", "_KEEP[:x.numel()].copy_({})"), ("an assignment", "_KEEP[:x.numel()] = {}")]],
+    # ... or never made by the call: numbers drawn by PyTorch when the cell ran, two pools picked by the seed's
+    # parity, cloned by the forward and the backward for a kernel to compare with p (a red team's)
+    ("dropout: numbers drawn when the cell ran, cloned out of a module-level pool", "day5/dropout", "day5.dropout",
+     {"def launch_dropout(x, p, seed):": """@triton.jit
+def pooled_kernel(x_ptr, u_ptr, out_ptr, n, p, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    u = tl.load(u_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, tl.where(u >= p, x * scale, 0.0).to(out_ptr.dtype.element_ty), mask=offs < n)
+
+
+_POOL = [torch.rand(1 << 20, device=dev.torch_device) for _ in range(2)]
+
+
+def launch_dropout(x, p, seed):
+    out = torch.empty_like(x)
+    u = _POOL[seed % 2][:x.numel()].clone()
+    pooled_kernel[(triton.cdiv(x.numel(), 1024),)](x, u, out, x.numel(), p, 1.0 / (1.0 - p), BLOCK=1024)
+    return out
+
+
+def unused(x, p, seed):"""},
+     ["read or wrote memory from before the call", "kept between calls"]),
     # ... or freed, and found again by the backward in the memory resize_ hands out: on a GPU the caching
     # allocator gives the block back as it was (the mask sits past the guard bytes around the forward's
     # allocation); the grader poisons what a resize adds
@@ -611,7 +653,7 @@ VARIANTS = [
       "            masked_kernel[(1,)](part, _PIECES[i // 64], dx.view(-1)[i:i + 64], part.numel(), "
       "1.0 / (1.0 - ctx.p), BLOCK=64)\n"
       "        return dx, None, None"},
-     ["wrote into memory from before the call", "tensor(s)"]),
+     ["wrote memory from before the call", "tensor(s)"]),
     # Code of the student's that the grader itself ran outside the guard, before the output was overwritten (a
     # red team's): a finalizer on an object in a reference cycle, run by a collection; a `__class__` property
     # that isinstance reads; a tensor subclass's methods. Each copied the output's zeros into a dict.
@@ -624,7 +666,8 @@ VARIANTS = [
       "        Spy(y, seed)\n        return y",
       "        return launch_dropout(dy.contiguous(), ctx.p, ctx.seed), None, None":
       "        return launch_masked(dy.contiguous(), _MASKS.pop(ctx.seed), 1.0 / (1.0 - ctx.p)), None, None"},
-     ["backward pass dropped other elements"]),
+     # (its copy of the overwritten output is refused on a case above 64 bytes, and wrong on a smaller one)
+     [("backward pass dropped other elements", "made a tensor of shape")]),
     ("dropout: a __class__ property on ctx copies the mask when read", "day5/dropout", "day5.dropout",
      {**_MASK_KERNEL, "_MASKS = {}\n": "_MASKS = {}\n\n\nclass Note:\n    def __init__(self, out, key):\n"
       "        self.out, self.key = out, key\n\n    @property\n    def __class__(self):\n"
@@ -826,8 +869,8 @@ def test_wrong_variant_fails_with_a_message_that_points_at_the_mistake(notebook,
     namespace = notebooks.run_code_cells(path, replace=replace)
     with pytest.raises(grader.CheckFailed) as info:
         grader.check(key, namespace[name], hidden=True)
-    for word in words:
-        assert word in str(info.value), str(info.value)
+    for word in words:   # a word, or a tuple of words one of which is in the message
+        assert any(w in str(info.value) for w in (word if isinstance(word, tuple) else (word,))), str(info.value)
 
 
 # x + r and RMSNorm(x + r) from one kernel (as some libraries fuse them), its backward the norm's plus the

@@ -422,13 +422,21 @@ def let_go(spec, outputs: tuple, graph: list, label) -> tuple:
 def _watched(spec, work, who: str, where: str):
     """work() (the grader's own code that may run the student's: a finalizer at a collection, a property
     of an object on ctx) under the guard; CheckFailed if the student's code computed with PyTorch or
-    launched a kernel there. Its result."""
-    with watch(poison=False) as record:
+    launched a kernel there, or made or wrote a tensor: a finalizer may let go of what it holds, not copy it
+    (a red team's, on an object in a cycle with the forward's mask, cloned the mask into a module-level dict
+    for the backward when the grader's collection freed both). Its result."""
+    with watch(poison=False, allocations=True) as record:
         result = work()
     refuse(spec, record, who, where, launches=False)
     if record.launches:
         raise CheckFailed(f"{spec.title}: {who} launched a Triton kernel {where}. Compute in your forward "
                           f"and backward, before they return, and nowhere else.")
+    made = [shape for _, nbytes, shape, _, _ in record.allocations if nbytes > KEPT_BYTES]
+    used = [shape for nbytes, shape, _ in record.reached.values() if nbytes > KEPT_BYTES]
+    if made or used:
+        raise CheckFailed(f"{spec.title}: {who} {'made' if made else 'read or wrote'} a tensor of shape "
+                          f"{tuple((made or used)[0])} {where}. Such code may let go of what it holds, not copy "
+                          f"or keep it: compute in your forward and backward, before they return.")
     return result
 
 
@@ -505,8 +513,8 @@ def _keeps_no_tensor(spec, y, leaves, label, record) -> None:
     older = sorted((entry for address, entry in reached.items() if address not in ours), key=lambda e: -e[0])
     if sum(nbytes for nbytes, _, _ in older) > KEPT_BYTES:
         nbytes, shape, dtype = older[0]
-        _refuse_kept(spec, label, f"your forward pass wrote into memory from before the call, or handed it to its "
-                                  f"kernel ({sum(n for n, _, _ in older):,} bytes in {len(older)} tensor(s); the "
+        _refuse_kept(spec, label, f"your forward pass read or wrote memory from before the call, or handed it to "
+                                  f"its kernel ({sum(n for n, _, _ in older):,} bytes in {len(older)} tensor(s); the "
                                   f"largest {nbytes:,} bytes, reached through a tensor of shape {tuple(shape)}, "
                                   f"{str(dtype).replace('torch.', '')}: a buffer kept between calls)")
 

@@ -137,23 +137,24 @@ class CallRecord:
     # so that a caller can ask which of them outlived it (a dropout forward that keeps its mask); and their addresses
     allocations: list | None = None
     allocated: set = field(default_factory=set)
-    # ... and the memory its Triton launches were handed or its PyTorch ops wrote into ({address: (bytes,
+    # ... and the memory its Triton launches were handed or its PyTorch ops read or wrote ({address: (bytes,
     # shape, dtype)}): memory from before the call among it is a buffer kept between calls. A launch
-    # reaches its tensors' whole storage; an op, the bytes it wrote (added up): so an honest forward may set
-    # one entry of a small table kept between calls (a step counter per layer) without the table counting.
+    # reaches its tensors' whole storage; an op, the bytes it read or wrote (added up): so an honest forward
+    # may set one entry of a small table kept between calls (a step counter per layer) without the table
+    # counting.
     reached: dict | None = None
     # watch(launch_bits=): the most bits the call may hand its launches in numbers (_Watcher.handed_to_launch)
     launch_bits: int | None = None
     # watch(pieces=): the most pieces the call's PyTorch ops may join or copy into place (_Watcher._joined)
     pieces: int | None = None
 
-    def note_reached(self, values, written: bool = False) -> None:
-        """The storages of `values` were handed to a launch, or (`written`) written through by a PyTorch op."""
+    def note_reached(self, values, by_op: bool = False) -> None:
+        """The storages of `values` were handed to a launch, or (`by_op`) read or written by a PyTorch op."""
         for t in _tensors_in(values):
             storage = _storage(t)
             if storage.nbytes():
                 nbytes, shape, dtype = self.reached.get(storage.data_ptr(), (0, tuple(t.shape), t.dtype))
-                more = bounds.span_elements(t) * t.element_size() if written else storage.nbytes()
+                more = bounds.span_elements(t) * t.element_size() if by_op else storage.nbytes()
                 self.reached[storage.data_ptr()] = (min(nbytes + more, storage.nbytes()), shape, dtype)
     # The sketches and sources of the floating values launches were handed, not launches' own outputs
     # ({_sketch_key: (_Sketch, sources)}): what PyTorch may copy again (values_from_launches)
@@ -662,8 +663,10 @@ class _Watcher(TorchDispatchMode):
         if grows:
             _poison_grown(_storage(args[0]), before, args[0].dtype)
         if self.record.reached is not None:
-            # (a red team's forward copied its mask into a module-level buffer: `_BUF[:n].copy_(mask)`)
-            self.record.note_reached(_written(func, args, kwargs), written=True)
+            # (a red team's forward copied its mask into a module-level buffer: `_BUF[:n].copy_(mask)`; another
+            # cloned numbers drawn before the call out of one: `_POOL[:n].clone()`. A view reads nothing.)
+            if _written(func, args, kwargs) or not _is_view(func.overloadpacket.__name__, args, kwargs, out):
+                self.record.note_reached((args, kwargs), by_op=True)
         if self.record.touched is not None:
             # What an op returns in storage none of its arguments had, it made: a view of a workspace, or an
             # op writing into one (out=), made nothing.
