@@ -606,7 +606,7 @@ def test_a_backward_case_s_collections_find_its_garbage_and_skip_the_heap_before
     older.me = older            # a cycle from before the window: frozen, not collected there
     older_ref = weakref.ref(older)
     ran = []
-    with checks.no_automatic_collection():
+    with checks.no_automatic_collection(exercises.get("day5.dropout"), "a case"):
         assert not gc.isenabled() and gc.get_freeze_count() > 0
         del older               # garbage now, but older than the window
         young = Node()
@@ -615,6 +615,31 @@ def test_a_backward_case_s_collections_find_its_garbage_and_skip_the_heap_before
         del young
         assert gc.collect() >= 1 and ran == ["finalized"]
         assert older_ref() is not None
+    assert gc.isenabled()
+
+
+def test_a_finalizer_the_collection_before_a_case_runs_is_watched_as_at_the_others():
+    """The young garbage a case's window collects before freezing the heap is collected under the guard: a
+    finalizer there that computes with PyTorch is refused (a red team's made a new object like itself each
+    time it ran, which the freeze then kept from every later collection), and the window is left as it was."""
+    import gc
+
+    class Echo:
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            torch.rand(16).sum()
+
+    honest = type("Node", (), {})()
+    honest.me = honest          # young garbage without a finalizer: collected, nothing said
+    del honest
+    with checks.no_automatic_collection(exercises.get("day5.dropout"), "a case"):
+        pass
+    Echo()
+    with pytest.raises(CheckFailed, match="collected garbage before a case computed with PyTorch"):
+        with checks.no_automatic_collection(exercises.get("day5.dropout"), "a case"):
+            pass
     assert gc.isenabled()
 
 

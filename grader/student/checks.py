@@ -378,7 +378,7 @@ def judged_outputs(spec, fn, args, gen, label) -> tuple:
     outputs, dy, graph = [], judged_dy(spec, args, gen), []
     for i, call_args in enumerate(spec.judge_calls(args)):
         if spec.judged_backward and i == 0:
-            with no_saved_tensor_hooks(spec), no_automatic_collection():
+            with no_saved_tensor_hooks(spec), no_automatic_collection(spec, label):
                 records = [] if spec.keeps_no_tensor else None
                 graph += _student_graph(spec, fn, call_args, label, records)
                 y, leaves = graph
@@ -441,7 +441,7 @@ def _watched(spec, work, who: str, where: str):
 
 
 @contextlib.contextmanager
-def no_automatic_collection():
+def no_automatic_collection(spec, label: str):
     """No garbage collection but the grader's own, which runs under the guard (let_go, _keeps_no_tensor),
     while a student's autograd graph lives: a red team's finalizer, on an object in a reference cycle,
     waited for a collection outside the guard to copy the forward's mask, and made a new such object
@@ -452,20 +452,19 @@ def no_automatic_collection():
     0.2 s each time, half of a dropout check's time on the CPU. An older object is then never
     collected: a finalizer on one never runs, and what it holds counts as kept. The young garbage is
     collected first, as an automatic collection there would have (cycles left by earlier calls, which
-    may hold GPU memory, are not frozen with it)."""
+    may hold GPU memory, are not frozen with it), under the guard as the grader's other collections: a
+    finalizer run there is the student's code too (a red team's made a new object like itself each time,
+    which the freeze then kept out of every later collection)."""
     was = gc.isenabled()
     gc.disable()
-    _freeze_what_exists()
     try:
+        _watched(spec, lambda: gc.collect(1), "code of yours that ran when the grader collected garbage before a "
+                 "case", f"on {label} (a __del__, or a finalizer)")
+        gc.freeze()
         yield
     finally:
         if was:
             gc.enable()
-
-
-def _freeze_what_exists() -> None:
-    gc.collect(1)
-    gc.freeze()
 
 
 # What a window froze is unfrozen at exit: the interpreter's last collection then frees it as it would have
@@ -579,7 +578,7 @@ def student_backward(spec, fn, args, dy, label) -> tuple:
     gradients for dy, after the output for a whole step (step_outputs). The output is copied as the
     forward returned it: a backward may not fill in the loss later (a red team's forward returned a
     placeholder)."""
-    with no_saved_tensor_hooks(spec), no_automatic_collection():
+    with no_saved_tensor_hooks(spec), no_automatic_collection(spec, label):
         graph = list(_student_graph(spec, fn, args, label))
         y, leaves = graph
         returned = y.detach().clone() if spec.times_step else y
