@@ -541,6 +541,18 @@ VARIANTS = [
                     "            keep[start:i].fill_(1)\n"
                     "            start = None\n"),
      ["aten.fill_ with a number", "times"]),
+    # ... or by the other ops that write numbers from Python, a few elements at a time (a red team's)
+    *[(f"dropout: a mask written from the host by {how}", "day5/dropout", "day5.dropout",
+       _masked_launch("    rng = random.Random(seed)\n"
+                      "    keep = torch.ones(x.numel(), dtype=torch.float32, device=x.device)\n"
+                      "    for i in range(x.numel()):\n"
+                      "        if rng.random() < p:\n"
+                      f"            {write}\n"),
+       [f"aten.{op} with a number", "times"])
+      for how, op, write in [("zero_ on slices", "zero_", "keep[i:i + 1].zero_()"),
+                             ("zeros(out=)", "zeros", "torch.zeros(1, out=keep[i:i + 1])"),
+                             ("arange(out=), one number each", "arange",
+                              "torch.arange(0.0, 0.5, 1.0, out=keep[i:i + 1])")]],
     # PyTorch's own random mask inside Tensor.apply_'s Python callback, where the guard once looked away
     ("dropout: a torch.rand mask inside apply_", "day5/dropout", "day5.dropout",
      _masked_launch("    box = []\n"
