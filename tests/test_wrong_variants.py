@@ -496,7 +496,8 @@ VARIANTS = [
      ["an element and its right neighbour are both kept"]),
     ("dropout: a call's four numbers are one", "day5/dropout", "day5.dropout",
      {"tl.join(tl.join(r0, r2), tl.join(r1, r3))": "tl.join(tl.join(r0, r0), tl.join(r0, r0))"},
-     ["elements 2 apart in memory are both kept"]),
+     # (shown 2 apart, and at times first by the neighbours, whose pairs share a number less often)
+     [("elements 2 apart in memory are both kept", "an element and its right neighbour are both kept")]),
     ("dropout: the forward keeps its output for the backward", "day5/dropout", "day5.dropout",
      {"        ctx.p, ctx.seed = p, seed\n        return launch_dropout(x.contiguous(), p, seed)":
       "        ctx.p, ctx.seed = p, seed\n        y = launch_dropout(x.contiguous(), p, seed)\n"
