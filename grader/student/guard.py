@@ -386,11 +386,11 @@ def _storage(t: torch.Tensor):
     return torch._C.TensorBase.untyped_storage(t)   # the method itself, not the guard's wrapper
 
 
-# Ops that write one number from Python into a tensor: each counts as one value put in (a red team wrote a
-# mask drawn on the host as runs of fill_(1); _Watcher._filled)
+# The allowed ops that write numbers from Python into a tensor (one, or arange's start, end and step): each
+# place and values counts as one value put in (_Watcher._filled). Red teams wrote a mask drawn on the host
+# as runs of fill_(1), and by zero_ on slices, zeros(out=) and arange(u, u + 0.5, out=) an element at a time.
 FILLS = frozenset("fill_ full full_like new_full zero_ zeros zeros_like new_zeros ones ones_like new_ones "
-                  "arange".split())   # (a red team wrote a mask from Python by zero_ on slices, zeros(out=),
-                                      # and arange(u, u + 0.5, out=) one number at a time)
+                  "arange".split())
 # Ops that put pieces of tensors together or into place (watch(pieces=): _Watcher._joined)
 JOINS = frozenset("cat stack copy_ slice_scatter select_scatter".split())
 
@@ -596,7 +596,7 @@ class _Watcher(TorchDispatchMode):
         Honest code fills a few buffers, or one per chunk of rows: so many are permitted per row, where the
         exercise has rows (linear_above), beyond the values a tensor may be made of."""
         t = out if isinstance(out, torch.Tensor) else args[0]
-        values = tuple(a for a in args if isinstance(a, (int, float, bool)))   # (arange's start, end and step)
+        values = tuple(a for a in args if isinstance(a, (int, float, bool)))
         self.fills.add((_storage(t).data_ptr(), t.storage_offset(), t.numel(), values))
         limit = HOST_ELEMENTS + 4 * (self.record.linear_above or 0)
         if len(self.fills) == limit + 1:   # said once, when crossed
