@@ -30,6 +30,7 @@ class Device:
     triton_version: str
     shared_memory: int | None = None   # bytes of shared memory one program may use (opt-in maximum)
     memory: int | None = None          # bytes of GPU memory; both None on CPU
+    multiprocessors: int | None = None  # streaming multiprocessors (SMs): a persistent kernel's grid
 
     @property
     def is_gpu(self) -> bool:
@@ -97,7 +98,8 @@ def device_from_properties(props, torch_version: str, triton_version: str) -> De
     # being shrunk to the 48 KB every GPU grants without opting in.
     return Device("cuda", props.name, (props.major, props.minor), torch_version, triton_version,
                   shared_memory=getattr(props, "shared_memory_per_block_optin", None),
-                  memory=getattr(props, "total_memory", None))
+                  memory=getattr(props, "total_memory", None),
+                  multiprocessors=getattr(props, "multi_processor_count", None))
 
 
 def matmul_smem_bytes(block_m, block_n, block_k, num_stages, bytes_per_element=2) -> int:

@@ -70,6 +70,7 @@ def _smem(tile, bytes_per_element=2):
 def test_a_t4_gets_fp16_and_an_h100_bf16():
     t4, h100 = (device_from_properties(p, "2.x", "3.x") for p in (T4, H100))
     assert t4.capability == (7, 5) and t4.shared_memory == 65536 and t4.memory == 16 * 2**30
+    assert (t4.multiprocessors, h100.multiprocessors) == (40, 132)   # a persistent kernel's grid
     assert t4.half_dtype == torch.float16 and not t4.supports_bf16
     assert h100.half_dtype == torch.bfloat16 and h100.supports_bf16
 

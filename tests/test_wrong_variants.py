@@ -2,6 +2,8 @@
 
 Each variant is the reference notebook with one snippet of code changed, the way students get it wrong.
 """
+import importlib.util
+
 import pytest
 
 import grader
@@ -326,6 +328,16 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
             count += 1
     return torch.tensor(total / count, dtype=torch.float32, device=logits.device)"""
 
+# Day 3's reference takes its TMA kernel only on Hopper and later GPUs; these variants take it in the
+# interpreter too.
+_TMA_ON = {"USE_TMA = TensorDescriptor is not None and dev.is_gpu and dev.capability >= (9, 0)":
+           "USE_TMA = TensorDescriptor is not None"}
+
+
+def _skip_without_host_descriptors(replace):
+    if replace.items() >= _TMA_ON.items() and importlib.util.find_spec("triton.tools.tensor_descriptor") is None:
+        pytest.skip("this Triton makes no tensor descriptors on the host")
+
 VARIANTS = [
     # (id, notebook, exercise key, {old: new}, words the message must contain)
     ("softmax: no max subtraction", "day2/softmax", "day2.softmax",
@@ -454,6 +466,15 @@ VARIANTS = [
       "a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=1.0)",
       "b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)":
       "b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=1.0)"}, ["elements differ", "K tail"]),
+    # the Hopper path (TMA descriptors), run in the interpreter: a transposed operand loaded as it is stored
+    ("matmul, TMA path: a transposed b not transposed back", "day3/matmul", "day3.matmul",
+     {**_TMA_ON, "b = b_desc.load([pid_n * BLOCK_N, k]).T": "b = tl.reshape(b_desc.load([pid_n * BLOCK_N, k]), "
+                                                              "(BLOCK_K, BLOCK_N))"},
+     ["b transposed", "elements differ"]),
+    ("matmul, TMA path: the bias added after the GELU", "day3/matmul", "day3.matmul_bias_gelu",
+     {**_TMA_ON, "acc = 0.5 * u * (1.0 + tl.math.erf(u * 0.7071067811865476))":
+      "acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476)) + u - acc"},
+     ["elements differ", "only then"]),
     ("epilogue: GELU before the bias", "day3/matmul", "day3.matmul_bias_gelu",
      {"u = acc + bias[None, :]\n        acc = 0.5 * u * (1.0 + tl.math.erf(u * 0.7071067811865476))":
       "acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476)) + bias[None, :]"},
@@ -877,6 +898,7 @@ def unused(x, p, seed):"""},
 
 @pytest.mark.parametrize("notebook, key, replace, words", [v[1:] for v in VARIANTS], ids=[v[0] for v in VARIANTS])
 def test_wrong_variant_fails_with_a_message_that_points_at_the_mistake(notebook, key, replace, words):
+    _skip_without_host_descriptors(replace)
     path = SOL / f"{notebook}.ipynb"
     name = next(fn for kind, k, fn in notebooks.graded_calls(path) if k == key)
     namespace = notebooks.run_code_cells(path, replace=replace)
@@ -930,6 +952,10 @@ _NO_HALVES = {
 
 
 HONEST_VARIANTS = [
+    # Day 3's Hopper path (persistent, TMA descriptors) in the interpreter, where the reference takes the
+    # pointer kernel: every operand TMA can read (either orientation) goes through it, the rest do not
+    ("matmul: the TMA path", "day3/matmul", "day3.matmul", _TMA_ON),
+    ("matmul + bias + GELU: the TMA path", "day3/matmul", "day3.matmul_bias_gelu", _TMA_ON),
     # one Philox call per element (lecture 02's first kernel): slower on a GPU, but a right dropout
     ("dropout: one number per element", "day5/dropout", "day5.dropout",
      {**_NO_HALVES, "    mask = offs < n\n": "    mask = offs < n\n    r = tl.rand(seed, offs)\n"}),
@@ -1193,6 +1219,7 @@ HONEST_VARIANTS = [
 
 @pytest.mark.parametrize("notebook, key, replace", [v[1:] for v in HONEST_VARIANTS], ids=[v[0] for v in HONEST_VARIANTS])
 def test_an_honest_variant_passes(notebook, key, replace):
+    _skip_without_host_descriptors(replace)
     path = SOL / f"{notebook}.ipynb"
     name = next(fn for kind, k, fn in notebooks.graded_calls(path) if k == key)
     namespace = notebooks.run_code_cells(path, replace=replace)
