@@ -956,6 +956,7 @@ HONEST_VARIANTS = [
     # pointer kernel: every operand TMA can read (either orientation) goes through it, the rest do not
     ("matmul: the TMA path", "day3/matmul", "day3.matmul", _TMA_ON),
     ("matmul + bias + GELU: the TMA path", "day3/matmul", "day3.matmul_bias_gelu", _TMA_ON),
+    ("transformer block: the TMA products", "day4/flash_attention", "day4.transformer_block", _TMA_ON),
     # one Philox call per element (lecture 02's first kernel): slower on a GPU, but a right dropout
     ("dropout: one number per element", "day5/dropout", "day5.dropout",
      {**_NO_HALVES, "    mask = offs < n\n": "    mask = offs < n\n    r = tl.rand(seed, offs)\n"}),
