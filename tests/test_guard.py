@@ -150,7 +150,7 @@ def test_fills_of_numbers_count_once_per_place_and_value():
     with watch() as record:   # a mask drawn in Python, written as runs of ones
         for start in range(0, 2 * HOST_ELEMENTS + 2, 2):
             keep[start:start + 1].fill_(1)
-    assert record.forbidden() == [f"aten.fill_ with a number, {HOST_ELEMENTS + 1} times (values from Python written "
+    assert record.forbidden() == [f"{HOST_ELEMENTS + 1} fills by aten.fill_ and ops like it (values from Python written "
                                   f"into tensors a few at a time: what they hold was computed outside Triton)"]
     with watch(linear_above=100) as record:   # where an exercise has rows, 4 more a row (a chunk loop's fills)
         for start in range(0, 2 * HOST_ELEMENTS + 2, 2):

@@ -562,7 +562,7 @@ VARIANTS = [
                     "        elif not b and start is not None:\n"
                     "            keep[start:i].fill_(1)\n"
                     "            start = None\n"),
-     ["aten.fill_ with a number", "times"]),
+     ["fills by aten.fill_", "(values from Python"]),
     # ... or by the other ops that write numbers from Python, a few elements at a time (a red team's)
     *[(f"dropout: a mask written from the host by {how}", "day5/dropout", "day5.dropout",
        _masked_launch("    rng = random.Random(seed)\n"
@@ -570,7 +570,7 @@ VARIANTS = [
                       "    for i in range(x.numel()):\n"
                       "        if rng.random() < p:\n"
                       f"            {write}\n"),
-       [f"aten.{op} with a number", "times"])
+       [f"fills by aten.{op}", "(values from Python"])
       for how, op, write in [("zero_ on slices", "zero_", "keep[i:i + 1].zero_()"),
                              ("zeros(out=)", "zeros", "torch.zeros(1, out=keep[i:i + 1])"),
                              ("arange(out=), one number each", "arange",

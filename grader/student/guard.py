@@ -577,7 +577,7 @@ class _Watcher(TorchDispatchMode):
         self.in_triton = 0
         self.host_elements = 0
         self.put_elements = 0
-        self.fills = set()   # (storage, offset, elements, value) of each fill with a number (_filled)
+        self.fills = set()   # (storage, offset, elements, values) of each fill from Python (_filled)
         self.joined = 0         # pieces joined or copied into place (_joined)
         self.launch_bits = 0    # bits handed to launches in numbers, and the last number at each place
         self.last_handed = {}   # ({(kernel, place): number}: handed_to_launch)
@@ -600,7 +600,7 @@ class _Watcher(TorchDispatchMode):
         self.fills.add((_storage(t).data_ptr(), t.storage_offset(), t.numel(), values))
         limit = HOST_ELEMENTS + 4 * (self.record.linear_above or 0)
         if len(self.fills) == limit + 1:   # said once, when crossed
-            self.record.torch_ops.append(f"aten.{name} with a number, {limit + 1} times (values from Python "
+            self.record.torch_ops.append(f"{limit + 1} fills by aten.{name} and ops like it (values from Python "
                                          f"written into tensors a few at a time: what they hold was computed "
                                          f"outside Triton)")
 
