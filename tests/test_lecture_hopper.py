@@ -128,7 +128,10 @@ def test_the_two_halves_attention_refuses_what_tma_cannot_move():
 
 @on_cpu_only
 @needs_descriptors
-def test_the_lectures_kernels_compile_for_the_grading_gpu():
+def test_the_lectures_kernels_compile_for_the_grading_gpu(monkeypatch):
+    # Twelve launches for two GPUs in one child: past a student check's 120 s on a busy 2-core machine (it
+    # returned "nothing judged" at 122 s); the question here is whether they compile, not how fast.
+    monkeypatch.setattr(gpu_compile, "TIMEOUT_S", 600)
     a, b = torch.randn(64, 32).half(), torch.randn(32, 64).half()
     with guard.interpreted_launches() as launches, guard.watch():
         H.matmul_persistent(a.float(), b.float())
