@@ -1,4 +1,6 @@
 """The watcher around a student's call: launches counted, PyTorch compute flagged, allocations poisoned."""
+import importlib.util
+
 import pytest
 import torch
 
@@ -872,3 +874,25 @@ def test_a_students_own_class_inside_tritons_autotuning_is_refused_and_tritons_o
     assert bool(said) == refused, (what, record.forbidden())
     if not refused:
         torch.testing.assert_close(out, x + y)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton.tools.tensor_descriptor") is None,
+                    reason="this Triton makes no tensor descriptors on the host")
+def test_a_tensor_descriptor_that_reaches_past_its_tensor_is_not_launched():
+    # TMA moves whatever a descriptor's shape and strides span, with no mask: one that describes more
+    # rows than its tensor has would read the memory after it (another tensor, a buffer kept hidden).
+    if DEVICE.is_gpu and DEVICE.capability < (9, 0):
+        pytest.skip("TMA needs Hopper or newer")
+    x = torch.randn(32, 16, device=DEVICE.torch_device)
+    rows = torch.randn(64, 16, device=DEVICE.torch_device)
+    with watch() as record:
+        whole = kernels.copy_by_descriptors(x)
+        # the first half of a tensor described as its whole memory: its own storage, in another shape
+        half = kernels.copy_by_descriptors(rows[:32], rows=64)
+    assert record.overreaching_descriptors == [] and record.forbidden() == []
+    assert torch.equal(whole, x) and torch.equal(half, rows[:32])
+    with watch() as record, pytest.raises(ValueError, match="not launched"):
+        kernels.copy_by_descriptors(x, rows=64)
+    assert record.overreaching_descriptors == [
+        "a tensor descriptor of shape [64, 16] and strides [16, 1] over a tensor of shape (32, 16) reaches its "
+        "element 1,023 (counted from the tensor's first), where the tensor's memory holds elements 0 to 511"]

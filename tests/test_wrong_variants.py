@@ -471,6 +471,18 @@ VARIANTS = [
      {**_TMA_ON, "b = b_desc.load([pid_n * BLOCK_N, k]).T": "b = tl.reshape(b_desc.load([pid_n * BLOCK_N, k]), "
                                                               "(BLOCK_K, BLOCK_N))"},
      ["b transposed", "elements differ"]),
+    # a descriptor that describes more than its tensor: TMA would read the memory after it (refused unlaunched)
+    ("matmul, TMA path: a descriptor past its tensor", "day3/matmul", "day3.matmul",
+     {**_TMA_ON, "return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1])":
+      "return TensorDescriptor(t, [2 * t.shape[0], t.shape[1]], list(t.stride()), [1, 1])"},
+     ["tensor descriptor of shape", "not launched", "must describe its own tensor"]),
+    # ... and the same with the refusal caught, the pointer kernel run instead: refused all the same
+    ("matmul, TMA path: a descriptor past its tensor, the error caught", "day3/matmul", "day3.matmul",
+     {**_TMA_ON, "return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1])":
+      "return TensorDescriptor(t, [2 * t.shape[0], t.shape[1]], list(t.stride()), [1, 1])",
+      "        c = matmul_tma(a, b, bias)\n": "        try:\n            c = matmul_tma(a, b, bias)\n"
+                                          "        except ValueError:\n            c = None\n"},
+     ["tensor descriptor of shape", "must describe its own tensor"]),
     ("matmul, TMA path: the bias added after the GELU", "day3/matmul", "day3.matmul_bias_gelu",
      {**_TMA_ON, "acc = 0.5 * u * (1.0 + tl.math.erf(u * 0.7071067811865476))":
       "acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476)) + u - acc"},

@@ -25,7 +25,7 @@ from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 from grader.quiet import stderr_to_stdout
 from grader.student import gpu_compile, integrity, memcheck
 from grader.student.bounds import OutOfBounds
-from grader.student.guard import HOST_ELEMENTS, _storage, _tensors_in, compile_only, interpreted_launches, watch
+from grader.student.guard import DESCRIPTOR_RULE, HOST_ELEMENTS, _storage, _tensors_in, compile_only, interpreted_launches, watch
 
 
 class GPURequired(RuntimeError):
@@ -190,6 +190,8 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches:
                           f"In the CPU interpreter a kernel's body runs as plain Python, so this ran here; a "
                           f"GPU's compiler refuses it, and the grade is the GPU's. A kernel computes with tl.* "
                           f"and other @triton.jit functions only.")
+    if getattr(record, "overreaching_descriptors", None):
+        raise CheckFailed(f"{spec.title}: {record.overreaching_descriptors[0]} {where}. {DESCRIPTOR_RULE}")
     if getattr(record, "launch_errors", None):
         raise CheckFailed(f"{spec.title}: {record.launch_errors[0]} {where}, and your code caught it and went "
                           f"on. A kernel that fails is a failed call: let its error through (an error's message "

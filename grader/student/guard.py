@@ -95,6 +95,8 @@ class CallRecord:
     prints: list = field(default_factory=list)
     # In the CPU interpreter: launches of the student's that raised (the call went on only if it caught them)
     launch_errors: list = field(default_factory=list)
+    # Tensor descriptors handed to a launch that describe more memory than their tensor's (_past_its_tensor)
+    overreaching_descriptors: list = field(default_factory=list)
     kernels: Counter = field(default_factory=Counter)  # launches by Triton kernel name
     # On a GPU: what each compiled kernel asks of an SM (registers, spills, warps, shared memory), told in
     # the speed feedback; never part of a verdict
@@ -947,6 +949,34 @@ def _odd_arguments(args, kwargs) -> list:
     return sorted({type(v).__name__ for v in values if not _plain_argument(v)})
 
 
+DESCRIPTOR_RULE = ("A descriptor must describe its own tensor (TensorDescriptor.from_tensor(t, block), or t's shape "
+                   "and strides): its loads and stores reach everything its shape and strides span, without a mask.")
+
+
+def _past_its_tensor(value) -> list:
+    """What each tensor descriptor in a launch argument (inside tuples and lists too) describes past the
+    memory of its tensor: TMA moves whatever the descriptor's shape and strides span, with no mask, so a
+    descriptor larger than its tensor reads or writes memory that is not the tensor's (another tensor, a
+    buffer kept hidden), on a GPU and in the interpreter alike. Up to the end of the tensor's storage is
+    its own: a descriptor may view its tensor's memory in another shape."""
+    if isinstance(value, (tuple, list)):
+        return [said for v in value for said in _past_its_tensor(v)]
+    base = getattr(value, "base", None)
+    if not isinstance(base, torch.Tensor) or not _library_class(type(value)):
+        return []
+    shape, strides = list(getattr(value, "shape", ())), list(getattr(value, "strides", ()))
+    size, storage = base.element_size(), _storage(base)
+    before = (base.data_ptr() - storage.data_ptr()) // size          # elements of the storage before base's first
+    after = storage.nbytes() // size - before                         # from base's first to the storage's end
+    low = sum((int(n) - 1) * int(st) for n, st in zip(shape, strides) if int(st) < 0)
+    high = 1 + sum((int(n) - 1) * int(st) for n, st in zip(shape, strides) if int(st) > 0)
+    if -low <= before and high <= after:
+        return []
+    return [f"a tensor descriptor of shape {[int(n) for n in shape]} and strides {[int(st) for st in strides]} over "
+            f"a tensor of shape {tuple(base.shape)} reaches its element {high - 1 if high > after else low:,} (counted "
+            f"from the tensor's first), where the tensor's memory holds elements {-before:,} to {after - 1:,}"]
+
+
 @contextmanager
 def _hooks_watched(launcher, watcher):
     """While a launch runs, the student's hooks on it are _StudentCode; afterwards, as they were."""
@@ -1120,6 +1150,10 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
         if entry:        # also inside Triton: an autotune config's or a heuristic's values arrive here
             for name in _odd_arguments(args, kwargs):
                 record.torch_ops.append(f"a kernel argument of type {name} (pass tensors and numbers)")
+            past = _past_its_tensor([*args, *kwargs.values()])
+            if past:   # not launched: its copies would read or write another tensor's memory, or fault
+                record.overreaching_descriptors += past
+                raise ValueError(f"{past[0]}: not launched. {DESCRIPTOR_RULE}")
         if record.touched is not None:
             record.note_storages((args, kwargs))
         if record.reached is not None and not watcher.in_triton:
