@@ -500,6 +500,15 @@ VARIANTS = [
     ("attention: scaled by 1/d, not 1/sqrt(d)", "day4/flash_attention", "day4.attention",
      {"qk_scale = 1.4426950408889634 / math.sqrt(head_dim)": "qk_scale = 1.4426950408889634 / head_dim"},
      ["elements differ", "1/sqrt(head_dim)"]),
+    # the TMA path (two blocks of queries a program): the second block masked as if it were the first
+    ("attention, TMA path: the second block's causal mask taken from the first's", "day4/flash_attention",
+     "day4.attention", {**_TMA_ON, "keep1 = keep1 & (offs_m0[:, None] + HALF >= cols[None, :])":
+                        "keep1 = keep1 & (offs_m0[:, None] >= cols[None, :])"},
+     ["causal", "(i included)"]),
+    ("attention, TMA path: accumulator not rescaled", "day4/flash_attention", "day4.attention",
+     {**_TMA_ON, "return p, m_new, l_i * alpha + tl.sum(p, axis=1), acc * alpha[:, None]":
+      "return p, m_new, l_i * alpha + tl.sum(p, axis=1), acc"},
+     ["(o)", "elements differ", "rescale both the running sum and the accumulator"]),
     # rows found as if q were contiguous: right on a fresh (batch, heads, N, d) tensor, wrong on the views
     # of one projection the block hands over
     ("attention: the rows' stride taken as head_dim", "day4/flash_attention", "day4.attention",
@@ -968,6 +977,8 @@ HONEST_VARIANTS = [
     # pointer kernel: every operand TMA can read (either orientation) goes through it, the rest do not
     ("matmul: the TMA path", "day3/matmul", "day3.matmul", _TMA_ON),
     ("matmul + bias + GELU: the TMA path", "day3/matmul", "day3.matmul_bias_gelu", _TMA_ON),
+    ("attention: the TMA path, two blocks of queries a program", "day4/flash_attention", "day4.attention",
+     _TMA_ON),
     ("transformer block: the TMA products", "day4/flash_attention", "day4.transformer_block", _TMA_ON),
     # one Philox call per element (lecture 02's first kernel): slower on a GPU, but a right dropout
     ("dropout: one number per element", "day5/dropout", "day5.dropout",
