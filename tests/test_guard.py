@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from grader.compare import is_poison
+from grader.student import bounds
 from grader.student.guard import watch
 from conftest import DEVICE, needs_gpu
 import kernels
@@ -874,6 +875,14 @@ def test_a_students_own_class_inside_tritons_autotuning_is_refused_and_tritons_o
     assert bool(said) == refused, (what, record.forbidden())
     if not refused:
         torch.testing.assert_close(out, x + y)
+
+
+def test_what_a_view_reaches_counts_negative_strides_before_its_first_element():
+    # A descriptor's strides may be negative (rows read backwards): what it reaches starts before its base.
+    assert bounds.reach([4, 3], [3, 1]) == (0, 12)
+    assert bounds.reach([4, 3], [-3, 1]) == (-9, 3)
+    assert bounds.reach([4, 0, 3], [3, 3, 1]) == (0, 0)                  # no elements, nothing reached
+    assert bounds.span_elements(torch.empty(4, 6)[:, ::2]) == 1 + 3 * 6 + 2 * 2
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton.tools.tensor_descriptor") is None,

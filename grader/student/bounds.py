@@ -20,10 +20,21 @@ class OutOfBounds(Exception):
     pass
 
 
+def reach(shape, strides) -> tuple[int, int]:
+    """The elements that a view of this shape and these strides reaches, counted from its first element:
+    from `low` (below 0 only for negative strides) to `high`, not included; (0, 0) for no elements."""
+    shape, strides = [int(n) for n in shape], [int(s) for s in strides]
+    if 0 in shape:
+        return 0, 0
+    low = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+    return low, 1 + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+
+
 def span_elements(t: torch.Tensor) -> int:
     """The elements a tensor (a view, perhaps) can reach in its storage, from its first to its last; 0 for
     an empty one."""
-    return 0 if t.numel() == 0 else 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
+    low, high = reach(t.shape, t.stride())
+    return high - low
 
 
 def _note_arguments(executor, args_hst, kwargs_hst) -> None:

@@ -968,8 +968,7 @@ def _past_its_tensor(value) -> list:
     size, storage = base.element_size(), _storage(base)
     before = (base.data_ptr() - storage.data_ptr()) // size          # elements of the storage before base's first
     after = storage.nbytes() // size - before                         # from base's first to the storage's end
-    low = sum((int(n) - 1) * int(st) for n, st in zip(shape, strides) if int(st) < 0)
-    high = 1 + sum((int(n) - 1) * int(st) for n, st in zip(shape, strides) if int(st) > 0)
+    low, high = bounds.reach(shape, strides)
     if -low <= before and high <= after:
         return []
     return [f"a tensor descriptor of shape {[int(n) for n in shape]} and strides {[int(st) for st in strides]} over "
