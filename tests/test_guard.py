@@ -905,3 +905,90 @@ def test_a_tensor_descriptor_that_reaches_past_its_tensor_is_not_launched():
     assert record.overreaching_descriptors == [
         "a tensor descriptor of shape [64, 16] and strides [16, 1] over a tensor of shape (32, 16) reaches its "
         "element 1,023 (counted from the tensor's first), where the tensor's memory holds elements 0 to 511"]
+
+
+class _ShapeThatComputes(list):
+    """A descriptor's shape of the notebook's own class, which computes with PyTorch whenever it is read:
+    inside Triton's work, where the guard does not watch, that would go unseen."""
+    def __init__(self, values, x, out):
+        super().__init__(values)
+        self.x, self.out = x, out
+
+    def __iter__(self):
+        self.out.copy_(torch.softmax(self.x, dim=-1))
+        return list.__iter__(self)
+
+
+class _Lie(int):
+    """An int that says one size to int() and is another to the launcher."""
+    def __int__(self):
+        return 32
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton.tools.tensor_descriptor") is None,
+                    reason="this Triton makes no tensor descriptors on the host")
+def test_a_tensor_descriptor_of_anything_but_a_tensor_and_plain_ints_is_not_launched():
+    if DEVICE.is_gpu and DEVICE.capability < (9, 0):
+        pytest.skip("TMA needs Hopper or newer")
+    import triton
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    x = torch.randn(32, 16, device=DEVICE.torch_device)
+    out = torch.empty_like(x)
+    made = {
+        "shape is a _ShapeThatComputes": lambda: TensorDescriptor(x, _ShapeThatComputes([32, 16], x, out), [16, 1],
+                                                                  [16, 16]),
+        "shape is a list of _Lie, int": lambda: TensorDescriptor(x, [_Lie(32), 16], [16, 1], [16, 16]),
+        "over a TensorWrapper": lambda: TensorDescriptor(triton.reinterpret(x, triton.language.float32), [32, 16],
+                                                         [16, 1], [16, 16]),
+    }
+    for said, make in made.items():
+        desc = make()
+        with watch() as record, pytest.raises(ValueError, match="not launched"):
+            kernels.copy_rows_kernel[(2,)](desc, TensorDescriptor.from_tensor(out, [16, 16]), BLOCK_M=16, BLOCK_N=16)
+        assert len(record.overreaching_descriptors) == 1 and said in record.overreaching_descriptors[0], said
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton.tools.tensor_descriptor") is None,
+                    reason="this Triton makes no tensor descriptors on the host")
+def test_what_a_descriptor_launches_is_what_was_checked_though_the_grid_function_widens_its_list():
+    # On a GPU the grid function runs after the check, and the launcher reads the descriptor after it:
+    # widening the shape list the notebook kept would make TMA read the memory after the tensor. The
+    # launch has a copy. (The interpreter copies the arguments before the grid runs: there the list's
+    # change never reached the kernel.)
+    if DEVICE.is_gpu and DEVICE.capability < (9, 0):
+        pytest.skip("TMA needs Hopper or newer")
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    x = torch.randn(32, 16, device=DEVICE.torch_device)
+    out = torch.zeros(64, 16, device=DEVICE.torch_device)
+    shape = [32, 16]
+    x_desc = TensorDescriptor(x, shape, [16, 1], [16, 16])
+
+    def grid(meta):
+        shape[0] = 64
+        return (4,)
+    with watch() as record:
+        kernels.copy_rows_kernel[grid](x_desc, TensorDescriptor.from_tensor(out, [16, 16]), BLOCK_M=16, BLOCK_N=16)
+    assert record.overreaching_descriptors == [] and shape[0] == 64
+    assert torch.equal(out[:32], x) and torch.equal(out[32:], torch.zeros_like(out[32:]))   # TMA's zero padding
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton.tools.tensor_descriptor") is None,
+                    reason="this Triton makes no tensor descriptors on the host")
+def test_memory_and_numbers_handed_to_a_launch_in_a_descriptor_count_as_handed_in_the_open():
+    if DEVICE.is_gpu and DEVICE.capability < (9, 0):
+        pytest.skip("TMA needs Hopper or newer")
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    kept = torch.zeros(128, 16, device=DEVICE.torch_device)       # a buffer kept between calls
+    with watch(allocations=True) as record:
+        x = torch.randn(64, 16, device=DEVICE.torch_device)
+        kernels.copy_rows_kernel[(4,)](TensorDescriptor.from_tensor(x, [16, 16]),
+                                       TensorDescriptor.from_tensor(kept, [16, 16]), BLOCK_M=16, BLOCK_N=16)
+    assert kept.nbytes in [size for size, _, _ in record.reached.values()]
+    # numbers in a descriptor's shape count against the launch bits, as the same numbers in the open do
+    wide = torch.zeros(4096, 16, device=DEVICE.torch_device)
+    with watch(launch_bits=1024) as record:
+        for i in range(100):
+            kernels.copy_rows_kernel[(1,)](TensorDescriptor(wide, [1 + i * 7919 % 4096, 16], [16, 1], [16, 16]),
+                                           TensorDescriptor.from_tensor(torch.empty(16, 16, device=wide.device),
+                                                                        [16, 16]), BLOCK_M=16, BLOCK_N=16)
+    assert any("more than 1024 bits" in f for f in record.forbidden())

@@ -7,6 +7,7 @@ tensors with ATen ops), so launches are counted and everything inside them is ig
 """
 from __future__ import annotations
 
+import copy
 import numbers
 import os
 import random
@@ -949,8 +950,14 @@ def _odd_arguments(args, kwargs) -> list:
     return sorted({type(v).__name__ for v in values if not _plain_argument(v)})
 
 
-DESCRIPTOR_RULE = ("A descriptor must describe its own tensor (TensorDescriptor.from_tensor(t, block), or t's shape "
-                   "and strides): its loads and stores reach everything its shape and strides span, without a mask.")
+DESCRIPTOR_RULE = ("A descriptor must describe its own tensor (TensorDescriptor.from_tensor(t, block), or a torch "
+                   "tensor t with t's shape and strides in lists of ints): its loads and stores reach everything its "
+                   "shape and strides span, without a mask.")
+
+
+def _is_descriptor(value) -> bool:
+    """A tensor descriptor made on the host: an object of Triton's over a tensor (`base`) with strides."""
+    return _library_class(type(value)) and hasattr(value, "base") and hasattr(value, "strides")
 
 
 def _past_its_tensor(value) -> list:
@@ -958,22 +965,46 @@ def _past_its_tensor(value) -> list:
     memory of its tensor: TMA moves whatever the descriptor's shape and strides span, with no mask, so a
     descriptor larger than its tensor reads or writes memory that is not the tensor's (another tensor, a
     buffer kept hidden), on a GPU and in the interpreter alike. Up to the end of the tensor's storage is
-    its own: a descriptor may view its tensor's memory in another shape."""
-    if isinstance(value, (tuple, list)):
+    its own: a descriptor may view its tensor's memory in another shape. Its tensor must be a torch
+    tensor and its shape and strides plain ints (a number of the student's own class could say one
+    thing to this check and another to the launch; a list's could compute while Triton reads it)."""
+    if type(value) in (tuple, list):
         return [said for v in value for said in _past_its_tensor(v)]
-    base = getattr(value, "base", None)
-    if not isinstance(base, torch.Tensor) or not _library_class(type(value)):
+    if not _is_descriptor(value):
         return []
-    shape, strides = list(getattr(value, "shape", ())), list(getattr(value, "strides", ()))
+    base = value.base
+    if type(base) not in _TENSOR_TYPES:
+        return [f"a tensor descriptor over a {type(base).__name__}, not a tensor"]
+    for name in ("shape", "strides", "block_shape"):
+        part = getattr(value, name, ())
+        if type(part) not in (list, tuple, torch.Size) or any(type(n) is not int for n in part):
+            kinds = sorted({type(n).__name__ for n in part}) if type(part) in (list, tuple) else []
+            return [f"a tensor descriptor whose {name} is a {type(part).__name__}"
+                    + (f" of {', '.join(kinds)}" if kinds else "") + ", not plain ints"]
+    shape, strides = list(value.shape), list(value.strides)
     size, storage = base.element_size(), _storage(base)
     before = (base.data_ptr() - storage.data_ptr()) // size          # elements of the storage before base's first
     after = storage.nbytes() // size - before                         # from base's first to the storage's end
     low, high = bounds.reach(shape, strides)
     if -low <= before and high <= after:
         return []
-    return [f"a tensor descriptor of shape {[int(n) for n in shape]} and strides {[int(st) for st in strides]} over "
+    return [f"a tensor descriptor of shape {shape} and strides {strides} over "
             f"a tensor of shape {tuple(base.shape)} reaches its element {high - 1 if high > after else low:,} (counted "
             f"from the tensor's first), where the tensor's memory holds elements {-before:,} to {after - 1:,}"]
+
+
+def _frozen_descriptors(value):
+    """The launch's tensor descriptors (inside tuples and lists too) as copies whose shape and strides are
+    tuples: what was checked is what launches, though the student's grid function or hooks, which run
+    after the check, still hold the lists the descriptors were made with."""
+    if type(value) in (tuple, list):
+        frozen = [_frozen_descriptors(v) for v in value]
+        return type(value)(frozen) if any(f is not v for f, v in zip(frozen, value)) else value
+    if not _is_descriptor(value):
+        return value
+    frozen = copy.copy(value)
+    frozen.shape, frozen.strides = tuple(value.shape), tuple(value.strides)
+    return frozen
 
 
 @contextmanager
@@ -1153,6 +1184,8 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
             if past:   # not launched: its copies would read or write another tensor's memory, or fault
                 record.overreaching_descriptors += past
                 raise ValueError(f"{past[0]}: not launched. {DESCRIPTOR_RULE}")
+            args = _frozen_descriptors(args)
+            kwargs = {k: _frozen_descriptors(v) for k, v in kwargs.items()}
         if record.touched is not None:
             record.note_storages((args, kwargs))
         if record.reached is not None and not watcher.in_triton:
@@ -1580,6 +1613,8 @@ _install()
 def _tensors_in(values):
     if isinstance(values, torch.Tensor):
         yield values
+    elif _is_descriptor(values):        # a tensor descriptor reaches its tensor as a pointer does
+        yield from _tensors_in(values.base)
     elif isinstance(values, (list, tuple)):
         for v in values:
             yield from _tensors_in(v)
@@ -1609,6 +1644,9 @@ def _numbers_in(values, place=()):
             yield from _numbers_in(v, (*place, k))
     elif type(values).__module__.split(".")[0] == "triton" and hasattr(values, "value"):   # a tl.constexpr
         yield from _numbers_in(values.value, place)
+    elif _is_descriptor(values):   # its tensor, and the numbers of its shape and strides (any size fits a
+        for name in ("base", "shape", "strides", "block_shape"):   # zero stride: they can carry anything)
+            yield from _numbers_in(getattr(values, name, ()), (*place, name))
 
 
 ADDRESS, DTYPE = "address", "dtype"
