@@ -43,10 +43,11 @@ matmul = KernelExercise(
     baseline_name="torch.matmul (cuBLAS)",
     cpu_shapes=((1, 1, 1), (32, 32, 32), (65, 33, 100), (40, 70, 129, TRANSPOSED),
                 (33, 40, 65, A_TRANSPOSED, PADDED)),
+    # The last visible GPU shape and the last hidden shape of each device are layouts with strides of whole
+    # 16 bytes, what a Hopper kernel's TMA descriptors can read: such a kernel takes another path for them
+    # than for the ragged ones (the visible one lets a student see that path fail on transposed operands).
     gpu_shapes=((1, 1, 1), (127, 255, 513), (1024, 1024, 1024), (999, 1537, 2049, TRANSPOSED),
-                (1000, 777, 1500, A_TRANSPOSED, PADDED)),
-    # The last hidden shape of each device is every layout with strides of whole 16 bytes, what a Hopper
-    # kernel's TMA descriptors can read: such a kernel takes another path for it than for the ragged ones.
+                (1000, 777, 1500, A_TRANSPOSED, PADDED), (256, 384, 512, A_TRANSPOSED, TRANSPOSED)),
     hidden_cpu_shapes=((100, 64, 257), (17, 130, 64, TRANSPOSED), (32, 48, 1024),
                        (20, 36, 70, A_TRANSPOSED, TRANSPOSED, PADDED), (48, 64, 96, A_TRANSPOSED, TRANSPOSED, PADDED)),
     hidden_gpu_shapes=((8192, 8192, 8192), (4096, 333, 4095, TRANSPOSED), (3, 5000, 7000),
@@ -70,7 +71,8 @@ matmul = KernelExercise(
     hint="accumulate in float32 (tl.zeros(..., dtype=tl.float32)) and convert once at the store; mask "
          "the K tail of both tiles (other=0.0); step the pointers with the strides you are given "
          "(a.stride(0), a.stride(1), b.stride(0), b.stride(1)), which also covers a transposed a or b "
-         "and rows padded in memory.",
+         "and rows padded in memory. A TMA path (Hopper) must read those layouts too: a descriptor over a.t() "
+         "holds K x M tiles (over b.t(), N x K), loaded at [k, m] ([n, k]) and turned back with .T.",
 )
 
 
