@@ -427,6 +427,28 @@ def test_a_tensor_method_on_an_interpreter_int_is_explained():
     assert "'int' object has no attribute 'to'" in said and "tl.cast(i, tl.int64)" in said, said
 
 
+@on_cpu_only
+def test_an_error_on_a_kernel_s_line_in_the_interpreter_shows_that_line():
+    # The interpreter raises at the launch; the line that failed (here a tl.dot of tiles whose inner sizes
+    # differ) is the kernel's, and the failure shows it too.
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def dot_kernel(a_ptr, b_ptr, c_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        a = tl.load(a_ptr + offs[:, None] * BLOCK + offs[None, :])
+        b = tl.load(b_ptr + offs[:, None] * 2 * BLOCK + tl.arange(0, 2 * BLOCK)[None, :])
+        tl.store(c_ptr + offs[:, None] * BLOCK + offs[None, :], tl.dot(b, a))
+
+    with pytest.raises(Exception) as info:
+        dot_kernel[(1,)](torch.randn(16, 16), torch.randn(16, 32), torch.empty(16, 16), BLOCK=16)
+    said = checks.where_it_raised(info.value)
+    assert "tl.dot(b, a)" in said and "dot_kernel[(1,)]" in said, said
+    if type(info.value).__name__ == "InterpreterError":     # (a Triton that wraps the kernel's error)
+        assert "in the kernel:" in said, said
+
+
 def test_an_illegal_memory_access_on_a_gpu_is_explained():
     # CUDA's own words name no kernel and leave the notebook's CUDA context unusable: the failure says
     # what it means, that the notebook must restart, and how to find the access.

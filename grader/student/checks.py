@@ -75,17 +75,26 @@ def where_it_raised(e: BaseException) -> str:
     the grading machine's) and the error itself: what a student needs to find the line."""
     frames = traceback.extract_tb(e.__traceback__)
     own = [f for f in frames if not f.filename.startswith(_LIBRARY_DIRS)] or frames[-1:]
-    lines = [f'  File "{os.path.basename(f.filename) if f.filename.startswith(_LIBRARY_DIRS) else f.filename}", '
-             f"line {f.lineno}, in {f.name}\n    {(f.line or '').strip()}" for f in own[-3:]]
+    lines = [_frame_line(f) for f in own[-3:]]
     cause = e if isinstance(e, OutOfBounds) else e.__cause__
     if isinstance(cause, OutOfBounds):   # the interpreter wraps it: the grader's own words are the point
         return "\n".join(lines + [str(cause)])
+    if type(e).__name__ == "InterpreterError" and cause is not None:
+        # The error of an interpreted kernel's line (a tl.dot of tiles that do not fit, a failed assert):
+        # its traceback, not the launch's, has the kernel's own line.
+        inside = [f for f in traceback.extract_tb(cause.__traceback__) if not f.filename.startswith(_LIBRARY_DIRS)]
+        lines += ["  in the kernel:"] + [_frame_line(f) for f in inside[-2:]] if inside else []
     said = "\n".join(lines + traceback.format_exception_only(type(e), e)).rstrip()
     if isinstance(cause, AttributeError) and str(cause).startswith("'int' object has no attribute"):
         said += "\n" + INTERPRETER_INT
     if illegal_access(e):
         said += "\n" + ILLEGAL_ACCESS
     return said
+
+
+def _frame_line(f) -> str:
+    name = os.path.basename(f.filename) if f.filename.startswith(_LIBRARY_DIRS) else f.filename
+    return f'  File "{name}", line {f.lineno}, in {f.name}\n    {(f.line or "").strip()}'
 
 
 def illegal_access(e: BaseException) -> bool:
