@@ -885,13 +885,16 @@ def test_what_a_view_reaches_counts_negative_strides_before_its_first_element():
     assert bounds.span_elements(torch.empty(4, 6)[:, ::2]) == 1 + 3 * 6 + 2 * 2
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton.tools.tensor_descriptor") is None,
-                    reason="this Triton makes no tensor descriptors on the host")
+# Tensor descriptors made on the host: a Triton that makes them and, on a GPU, TMA (Hopper or newer).
+needs_host_descriptors = pytest.mark.skipif(
+    importlib.util.find_spec("triton.tools.tensor_descriptor") is None or (DEVICE.is_gpu and DEVICE.capability < (9, 0)),
+    reason="host tensor descriptors need a Triton that makes them and, on a GPU, Hopper or newer")
+
+
+@needs_host_descriptors
 def test_a_tensor_descriptor_that_reaches_past_its_tensor_is_not_launched():
     # TMA moves whatever a descriptor's shape and strides span, with no mask: one that describes more
     # rows than its tensor has would read the memory after it (another tensor, a buffer kept hidden).
-    if DEVICE.is_gpu and DEVICE.capability < (9, 0):
-        pytest.skip("TMA needs Hopper or newer")
     x = torch.randn(32, 16, device=DEVICE.torch_device)
     rows = torch.randn(64, 16, device=DEVICE.torch_device)
     with watch() as record:
@@ -925,11 +928,8 @@ class _Lie(int):
         return 32
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton.tools.tensor_descriptor") is None,
-                    reason="this Triton makes no tensor descriptors on the host")
+@needs_host_descriptors
 def test_a_tensor_descriptor_of_anything_but_a_tensor_and_plain_ints_is_not_launched():
-    if DEVICE.is_gpu and DEVICE.capability < (9, 0):
-        pytest.skip("TMA needs Hopper or newer")
     import triton
     from triton.tools.tensor_descriptor import TensorDescriptor
     x = torch.randn(32, 16, device=DEVICE.torch_device)
@@ -948,15 +948,12 @@ def test_a_tensor_descriptor_of_anything_but_a_tensor_and_plain_ints_is_not_laun
         assert len(record.overreaching_descriptors) == 1 and said in record.overreaching_descriptors[0], said
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton.tools.tensor_descriptor") is None,
-                    reason="this Triton makes no tensor descriptors on the host")
+@needs_host_descriptors
 def test_what_a_descriptor_launches_is_what_was_checked_though_the_grid_function_widens_its_list():
     # On a GPU the grid function runs after the check, and the launcher reads the descriptor after it:
     # widening the shape list the notebook kept would make TMA read the memory after the tensor. The
     # launch has a copy. (The interpreter copies the arguments before the grid runs: there the list's
     # change never reached the kernel.)
-    if DEVICE.is_gpu and DEVICE.capability < (9, 0):
-        pytest.skip("TMA needs Hopper or newer")
     from triton.tools.tensor_descriptor import TensorDescriptor
     x = torch.randn(32, 16, device=DEVICE.torch_device)
     out = torch.zeros(64, 16, device=DEVICE.torch_device)
@@ -972,11 +969,8 @@ def test_what_a_descriptor_launches_is_what_was_checked_though_the_grid_function
     assert torch.equal(out[:32], x) and torch.equal(out[32:], torch.zeros_like(out[32:]))   # TMA's zero padding
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton.tools.tensor_descriptor") is None,
-                    reason="this Triton makes no tensor descriptors on the host")
+@needs_host_descriptors
 def test_memory_and_numbers_handed_to_a_launch_in_a_descriptor_count_as_handed_in_the_open():
-    if DEVICE.is_gpu and DEVICE.capability < (9, 0):
-        pytest.skip("TMA needs Hopper or newer")
     from triton.tools.tensor_descriptor import TensorDescriptor
     kept = torch.zeros(128, 16, device=DEVICE.torch_device)       # a buffer kept between calls
     with watch(allocations=True) as record:
