@@ -43,11 +43,25 @@ def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+_SHARED_POOLS = {}   # device -> the memory pool of the tensors this process shares on it
+
+
 def new_shared(shape, dtype, device: str, folder: str) -> torch.Tensor:
-    """An empty tensor that another process of this user can map: GPU memory (any allocation can be
-    shared), or on the CPU a file in `folder` mapped shared."""
+    """An empty tensor that another process of this user can map: GPU memory, or on the CPU a file in
+    `folder` mapped shared.
+
+    On a GPU the other process maps the whole allocation segment the tensor lies in, not just the
+    tensor: so shared tensors come from a memory pool of their own, and nothing else of this process
+    (the clock's expected results) is ever placed in a segment another process can read."""
     if device != "cpu":
-        return torch.empty(shape, dtype=dtype, device=device)
+        pool_kind, use_pool = getattr(torch.cuda, "MemPool", None), getattr(torch.cuda, "use_mem_pool", None)
+        if pool_kind is None or use_pool is None:   # torch before 2.7: the caching allocator's segments
+            return torch.empty(shape, dtype=dtype, device=device)
+        where = torch.device(device)
+        index = where.index if where.index is not None else torch.cuda.current_device()
+        pool = _SHARED_POOLS.setdefault(index, pool_kind())
+        with use_pool(pool, device=index):
+            return torch.empty(shape, dtype=dtype, device=device)
     numel = math.prod(shape)
     path = os.path.join(folder, f"shared-{secrets.token_hex(6)}.bin")
     size = max(1, numel * torch.empty((), dtype=dtype).element_size())

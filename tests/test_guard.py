@@ -1,13 +1,14 @@
 """The watcher around a student's call: launches counted, PyTorch compute flagged, allocations poisoned."""
 import importlib.util
+from contextlib import contextmanager
 
 import pytest
 import torch
 
 from grader.compare import is_poison
-from grader.student import bounds
+from grader.student import bounds, guard
 from grader.student.guard import watch
-from conftest import DEVICE, needs_gpu
+from conftest import DEVICE, needs_gpu, on_gpu_only
 import kernels
 
 
@@ -986,3 +987,113 @@ def test_memory_and_numbers_handed_to_a_launch_in_a_descriptor_count_as_handed_i
                                            TensorDescriptor.from_tensor(torch.empty(16, 16, device=wide.device),
                                                                         [16, 16]), BLOCK_M=16, BLOCK_N=16)
     assert any("more than 1024 bits" in f for f in record.forbidden())
+
+
+class _Setting:
+    """Calls what a setting holds now, as Triton does (its `__self__`: what it holds)."""
+
+    def __init__(self, owner, name):
+        self.owner, self.name = owner, name
+
+    def __call__(self, *args):
+        return getattr(self.owner, self.name)(*args)
+
+    @property
+    def __self__(self):
+        return getattr(self.owner, self.name)
+
+
+@contextmanager
+def _tritons_launch_hook(hook, name="launch_exit_hook"):
+    """Leave `hook` in Triton's settings as a notebook could, as long as the block runs: a chain's
+    `add` since Triton 3.5, the setting itself in 3.4, a class attribute of CompiledKernel before."""
+    owner, name = next((owner, n) for owner, n in guard._code_slots() if n == name)
+    chain = getattr(owner, name, None)
+    if type(getattr(chain, "calls", None)) is list:
+        chain.add(hook)
+        try:
+            yield getattr(owner, name).__call__
+        finally:
+            chain.remove(hook)
+    else:
+        setattr(owner, name, hook)
+        try:
+            yield _Setting(owner, name)
+        finally:
+            setattr(owner, name, chain)
+
+
+def test_code_left_in_tritons_settings_is_watched_where_triton_calls_it():
+    # Triton calls its launch hooks inside the launch, where PyTorch is Triton's own work and not
+    # watched: a hook added with a method call (`triton.knobs.runtime.launch_exit_hook.add(f)`), which
+    # the submission rules cannot tell from any other, could compute the answer there unseen. While a
+    # launch runs, such code is the student's, watched like a grid function. (Here Triton's call of the
+    # hook is played by hand: the interpreter calls no launch hooks.)
+    x, out = torch.randn(64), torch.empty(64)
+    seen = []
+    cheat = lambda *args: out.copy_(torch.softmax(x, 0))          # noqa: E731
+    honest = lambda *args: seen.append(len(args))                  # noqa: E731 (counts launches, say)
+    for hook, refused in ((cheat, True), (honest, False)):
+        with _tritons_launch_hook(hook) as call_hook, watch() as record:
+            watcher = guard._active.watcher
+            with guard._unwatched(watcher), guard._hooks_watched(object(), watcher):   # inside Triton's launch
+                call_hook({})
+            setting = call_hook.__self__   # afterwards, as it was: the hook itself, not the watched one
+            assert hook in getattr(setting, "calls", [setting])
+        assert any("softmax" in op for op in record.forbidden()) == refused, record.forbidden()
+    assert seen == [1]
+
+
+@pytest.mark.skipif(not hasattr(__import__("triton"), "knobs"), reason="Triton before 3.4 reads no cache manager class")
+def test_a_class_of_the_notebooks_in_tritons_settings_is_refused(monkeypatch):
+    # Triton makes a cache manager from the class its setting names (or the environment variable
+    # TRITON_CACHE_MANAGER) while it compiles: a notebook's class there would run unwatched.
+    import triton
+    from triton.runtime.cache import FileCacheManager
+
+    class MyCache(FileCacheManager):
+        pass
+    assert guard._settings_classes() is None
+    monkeypatch.setitem(vars(triton.knobs.cache), "manager_class", MyCache)
+    said = guard._settings_classes()
+    assert said and "MyCache" in said
+    monkeypatch.setitem(vars(triton.knobs.cache), "manager_class", FileCacheManager)   # Triton's own: fine
+    assert guard._settings_classes() is None
+
+
+@on_gpu_only
+def test_a_launch_hook_of_the_notebooks_is_watched_on_a_gpu():
+    x = torch.randn(4096, device="cuda")
+    y, out = torch.randn_like(x), torch.empty_like(x)
+    with _tritons_launch_hook(lambda *args: out.copy_(torch.softmax(x, 0))), watch() as record:
+        kernels.add_kernel[(16,)](x, y, out, 4096, BLOCK=256)
+    assert any("softmax" in op for op in record.forbidden()), record.forbidden()
+
+
+@on_gpu_only
+def test_a_kernel_compiled_ahead_and_launched_by_hand_is_watched_like_any_launch():
+    # Triton's softmax tutorial compiles with kernel.warmup(...), reads the register count, and launches
+    # the compiled kernel by hand. That launch counts, and its arguments are checked, as kernel[grid]'s.
+    x = torch.randn(1000, device="cuda")
+    y, out = torch.randn_like(x), torch.empty_like(x)
+    compiled = kernels.add_kernel.warmup(x, y, out, 1000, BLOCK=256, grid=(1,))
+    compiled._init_handles()
+    assert compiled.n_regs > 0
+    with watch() as record:
+        compiled[(4, 1, 1)](x, y, out, 1000, 256)
+    assert record.launches == 1 and record.kernels["add_kernel"] == 1 and not record.forbidden()
+    torch.testing.assert_close(out, x + y)
+
+    class Count(int):   # a number that could say one thing to a check and another to the launcher
+        pass
+
+    class Grid(tuple):  # Triton's launcher indexes the grid
+        pass
+    for args, grid, said in (((x, y, out, Count(1000), 256), (4, 1, 1), "Count"),
+                             ((x, y, out, 1000, 256), Grid((4, 1, 1)), "grid of type Grid")):
+        with watch() as record:
+            compiled[grid](*args)
+        assert any(said in op for op in record.forbidden()), record.forbidden()
+    with watch() as record:   # another stream, handed to the launch
+        compiled[(4, 1, 1)](x, y, out, 1000, 256, stream=torch.cuda.Stream().cuda_stream)
+    assert record.side_streams == 1

@@ -346,3 +346,19 @@ def test_a_baseline_batch_gets_fresh_inputs_but_no_expected_result(key, tmp_path
         assert all(not torch.equal(o, n) for o, n in zip([o for o in old if o.is_floating_point()], new))
     expected = timer._refill(spec, sets, shape, dtype, "cpu", gen)
     assert calls and all(e is not None for e in expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not DEVICE.is_gpu or not hasattr(torch.cuda, "use_mem_pool"),
+                    reason="CUDA's allocation segments, and a torch with memory pools")
+def test_a_shared_tensor_lies_in_no_segment_with_the_clocks_other_memory():
+    # Another process maps a shared tensor's whole allocation segment: anything else of the clock's in
+    # that segment (an expected result) would be in reach of the kernel's pointer arithmetic past it.
+    def segment(t):   # the segment's IPC handle: the same for every tensor placed in one segment
+        return t.untyped_storage()._share_cuda_()[1]
+    plain_a, plain_b = torch.empty(1024, device="cuda"), torch.empty(1024, device="cuda")
+    assert segment(plain_a) == segment(plain_b)   # small allocations share segments: the danger is real
+    shared = [shared_tensors.new_shared((1024,), torch.float32, "cuda", "") for _ in range(2)]
+    expected = torch.empty(1024, dtype=torch.float64, device="cuda")
+    assert segment(shared[0]) == segment(shared[1])   # (the shared ones among themselves: all the kernel's)
+    assert segment(expected) not in {segment(t) for t in shared}

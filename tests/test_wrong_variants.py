@@ -134,7 +134,7 @@ NORM_FROM_MEAN_SQUARES = ("        s = ms * 0.5 + 0.5\n"
                           "        for _ in range(30):\n"
                           "            s = (s + ms / s) * 0.5\n"
                           "        rstd.copy_(torch.ones_like(s) / s)\n"
-                          "        D = torch.zeros(n, n)\n"
+                          "        D = torch.zeros(n, n, device=x.device)\n"
                           "        D.view(-1)[::n + 1].copy_(w)\n"
                           "        y.copy_((x * rstd[:, None]) @ D)\n")
 

@@ -224,9 +224,7 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches:
         raise CheckFailed(f"{spec.title}: {who} launched no Triton kernel {where}. Every call must compute "
                           f"its result: handing back a result kept from an earlier call is not allowed."
                           if timed else f"{spec.title}: {who} did not launch a Triton kernel {where}. Launch "
-                          f"your @triton.jit kernel with kernel[grid](...) (the grader does not see a kernel "
-                          f"compiled by kernel.warmup(...) and launched by hand, as in Triton's softmax "
-                          f"tutorial: read n_regs from it if you need them, then launch the kernel itself).")
+                          f"your @triton.jit kernel with kernel[grid](...).")
     if record.side_streams:
         raise CheckFailed(f"{spec.title}: {who} launched {record.side_streams} kernels on another CUDA "
                           f"stream {where}. Launch on the current stream: the grader's clock only sees "

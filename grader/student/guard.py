@@ -1048,6 +1048,17 @@ def _hooks_watched(launcher, watcher):
             token = current.set(_StudentCode(current.get(), watcher))
     elif callable(current) and not isinstance(current, _StudentCode):
         swap(allocation, "_allocator", _StudentCode(current, watcher))
+    # Code the notebook left in Triton's settings, which Triton calls inside the launch: a launch hook
+    # (`triton.knobs.runtime.launch_exit_hook.add(f)`, a method call the submission rules cannot tell from
+    # any other), a compile hook, an autotuning listener. Watched as the student's, like a grid function.
+    for owner, name, value in _settings_code():
+        calls = getattr(value, "calls", None)
+        if type(calls) is list:          # a chain of hooks (Triton 3.5 and later)
+            if any(not _is_trusted(c) and not isinstance(c, _StudentCode) for c in calls):
+                swap(value, "calls", [c if _is_trusted(c) or isinstance(c, _StudentCode) else _StudentCode(c, watcher)
+                                      for c in calls])
+        elif not _is_trusted(value) and not isinstance(value, _StudentCode):
+            swap(owner, name, _StudentCode(value, watcher))
     try:
         yield
     finally:
@@ -1055,6 +1066,84 @@ def _hooks_watched(launcher, watcher):
             current.reset(token)
         for owner, name, value in reversed(swapped):
             setattr(owner, name, value)
+
+
+def _settings_code():
+    """(owner, name, value) for each callable, or chain of them, of the notebook's in Triton's settings that
+    Triton calls during a launch: since Triton 3.4 the hooks and listeners of `triton.knobs` (launch,
+    kernel load, JIT cache and compile hooks, autotuning and compilation listeners, a build function);
+    before it, the same hooks as class attributes of CompiledKernel and JITFunction."""
+    found = []
+    for owner, name in _code_slots():
+        value = getattr(owner, name, None)
+        if value is None or isinstance(value, _StudentCode):
+            continue
+        calls = getattr(value, "calls", None)
+        if type(calls) is list:
+            if any(not _is_trusted(c) for c in calls):
+                found.append((owner, name, value))
+        elif callable(value) and not _is_trusted(value):
+            found.append((owner, name, value))
+    return found
+
+
+_CODE_SLOTS = None
+
+
+def _code_slots() -> list:
+    """Where Triton's settings hold code (found once: a setting's place, not its value, is fixed)."""
+    global _CODE_SLOTS
+    if _CODE_SLOTS is None:
+        import triton
+        import triton.runtime.jit as jit
+        slots = []
+        for owner in _knob_groups():
+            for name, value in vars(type(owner)).items():
+                if name.startswith("_") or hasattr(value, "__set__") or \
+                        isinstance(value, (types.FunctionType, property, staticmethod, classmethod)):
+                    continue   # the settings read from the environment, and the class's own methods
+                if value is None or callable(value) or type(getattr(value, "calls", None)) is list:
+                    slots.append((owner, name))
+        compiler = sys.modules.get("triton.compiler.compiler")
+        for cls in (jit.JITFunction, getattr(compiler, "CompiledKernel", None)):
+            for name, value in vars(cls).items() if cls is not None else ():
+                if name.endswith("_hook") and not isinstance(value, types.FunctionType):
+                    slots.append((cls, name))   # before Triton 3.4: None, or the hook
+        _CODE_SLOTS = slots
+    return _CODE_SLOTS
+
+
+def _knob_groups() -> list:
+    """The groups of `triton.knobs` (runtime, compilation, autotuning, ...); none before Triton 3.4."""
+    import triton
+    knobs = getattr(triton, "knobs", None)
+    return [v for v in (vars(knobs).values() if knobs is not None else ())
+            if type(v).__module__ == "triton.knobs" and type(v).__name__.endswith("_knobs")]
+
+
+_CLASS_SLOTS = None   # (group, name) of the knobs that hold a class
+
+
+def _settings_classes() -> str | None:
+    """A class of the notebook's that Triton would make objects of inside its own work (a cache manager,
+    set by `triton.knobs.cache.manager_class` or the environment variable that names one), or a driver of
+    its own (`triton.runtime.driver.set_active`): what they run is not watched, so they are refused."""
+    global _CLASS_SLOTS
+    if _CLASS_SLOTS is None:
+        _CLASS_SLOTS = [(owner, name) for owner in _knob_groups() for name, descriptor in vars(type(owner)).items()
+                        if type(descriptor).__name__ == "env_class"]
+    for owner, name in _CLASS_SLOTS:
+        try:
+            value = getattr(owner, name)
+        except Exception as error:  # noqa: BLE001 - a variable naming no class: Triton fails on it too
+            return f"Triton's setting {name} ({type(error).__name__})"
+        if value is not None and not _library_class(value):
+            return f"a class of the notebook's ({getattr(value, '__name__', type(value).__name__)}) as Triton's {name}"
+    driver = getattr(sys.modules.get("triton.runtime.driver"), "driver", None)
+    active = getattr(driver, "_active", None) if driver is not None else None
+    if active is not None and not (_library_class(type(active)) or type(active).__module__.startswith("grader.")):
+        return f"a driver of the notebook's ({type(active).__name__}) as Triton's active driver"
+    return None
 
 
 # GPU kernels that PyTorch runs for the operations any wrapper may use: filling an allocation, copying
@@ -1173,7 +1262,8 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
         if state is None:
             return original(self, *args, **kwargs)
         record, watcher = state.record, state.watcher
-        foreign = _students_objects_in(self) if entry else None
+        foreign = (_students_objects_in(self) or _settings_classes()
+                   or (self.odd() if isinstance(self, _HandLaunch) else None)) if entry else None
         if foreign:
             record.torch_ops.append(f"{foreign}: Triton calls its methods inside its own work, where the grader "
                                     f"does not watch them (use Triton's and Python's own types)")
@@ -1229,8 +1319,9 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                     if said not in getattr(record, kind):
                         getattr(record, kind).append(said)
             record.kernels[getattr(self, "__name__", None) or type(self).__name__] += 1
-            if state.caller_stream is not None and torch.cuda.current_stream() != state.caller_stream:
-                record.side_streams += 1
+            if state.caller_stream is not None and (torch.cuda.current_stream() != state.caller_stream or kwargs.get(
+                    "stream", state.caller_stream.cuda_stream) != state.caller_stream.cuda_stream):
+                record.side_streams += 1   # (a stream handed to a compiled kernel's launch by hand, too)
         if callable(kwargs.get("grid")) and not isinstance(kwargs["grid"], _StudentCode):
             kwargs["grid"] = _StudentCode(kwargs["grid"], watcher)
         depth = watcher.in_triton
@@ -1579,6 +1670,44 @@ def _handoff_wrapper(what: str, original):
     return handoff
 
 
+class _HandLaunch:
+    """A kernel compiled ahead and launched by hand: `k = kernel.warmup(..., grid=(1,))`, then
+    `k[grid](...)`, as in Triton's softmax tutorial. On a GPU that launch reaches the driver without
+    JITFunction.run, so CompiledKernel's `k[grid]` hands back one of these, whose `run` the launch wrapper
+    watches like any other: its arguments are checked, it counts as a launch of its kernel."""
+
+    def __init__(self, compiled, grid):
+        jit_fn = getattr(getattr(compiled, "src", None), "fn", None)   # the JITFunction it was compiled from
+        self.compiled, self.grid = compiled, grid
+        self.fn = getattr(jit_fn, "fn", None)                          # its Python function
+        self.arg_names = list(getattr(jit_fn, "arg_names", ()))
+        self.__name__ = getattr(self.fn, "__name__", None) or str(getattr(compiled, "name", "kernel"))
+
+    def run(self, *args, **kwargs):   # (wrapped by _launch_wrapper: the watched launch)
+        if _compiling_only:
+            return self.compiled       # compiled already
+        _hand_launch_getitem(self.compiled, self.grid)(*args, **kwargs)
+        return self.compiled
+
+    def __call__(self, *args, **kwargs):
+        return self.run(*args, **kwargs)
+
+    def odd(self) -> str | None:
+        """What of the launch is not Triton's own or plain: the grid, which Triton's launcher indexes, and
+        the compiled kernel's launcher, which it calls."""
+        if type(self.grid) not in (tuple, list) or any(type(n) is not int for n in self.grid):
+            return f"a grid of type {type(self.grid).__name__} (give a tuple of ints)"
+        compiled = self.compiled
+        if not _library_class(type(compiled)) or any(
+                name in vars(compiled) and not _library_class(type(vars(compiled)[name]))
+                for name in ("run", "launch_metadata")):
+            return "a compiled kernel whose launcher is not Triton's"
+        return None
+
+
+_hand_launch_getitem = None   # CompiledKernel.__getitem__ as Triton defines it
+
+
 def _install() -> None:
     """Put the wrappers in place once, when the grader is imported (before any student cell runs, so a
     notebook that keeps a reference to `torch.Tensor.tolist` keeps the wrapper). They do nothing outside
@@ -1588,6 +1717,13 @@ def _install() -> None:
     _jit_run = jit.JITFunction.run
     for cls, method, counts, tritons in _launch_methods():
         setattr(cls, method, _launch_wrapper(getattr(cls, method), counts, tritons, method in ("run", "__call__")))
+    global _hand_launch_getitem
+    import triton.compiler.compiler as compiler
+    compiled = getattr(compiler, "CompiledKernel", None)
+    if compiled is not None and hasattr(compiled, "__getitem__"):
+        _hand_launch_getitem = compiled.__getitem__
+        compiled.__getitem__ = lambda self, grid: _HandLaunch(self, grid)
+    _HandLaunch.run = _launch_wrapper(_HandLaunch.run, True, True, True)
     for name in EXITS:
         if hasattr(torch.Tensor, name):
             setattr(torch.Tensor, name, _exit_wrapper(name, getattr(torch.Tensor, name)))
