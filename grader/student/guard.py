@@ -1840,6 +1840,12 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     `pieces`: its PyTorch ops may join or copy into place at most this many pieces (_Watcher._joined).
     """
     global _active
+    # PyTorch imports its compiler the first time a dispatch mode's op runs (torch._compile's wrapper):
+    # inside the watch, on an H200, that import met the watch's own ops half way and left the module
+    # half made, and every later call in the process failed (an honest dropout among them). So it is
+    # imported here, before the mode is in force: the same import, earlier.
+    if "torch._dynamo" not in sys.modules:
+        import torch._dynamo  # noqa: F401
     record = CallRecord(touched={} if memory else None, linear_above=linear_above, follow_copies=follow_copies,
                         sum_limit=sum_limit, allocations=[] if allocations else None,
                         reached={} if allocations else None, launch_bits=launch_bits, pieces=pieces)
