@@ -964,8 +964,9 @@ def _past_its_tensor(value) -> list:
     """What each tensor descriptor in a launch argument (inside tuples and lists too) describes past the
     memory of its tensor: TMA moves whatever the descriptor's shape and strides span, with no mask, so a
     descriptor larger than its tensor reads or writes memory that is not the tensor's (another tensor, a
-    buffer kept hidden), on a GPU and in the interpreter alike. Up to the end of the tensor's storage is
-    its own: a descriptor may view its tensor's memory in another shape. Its tensor must be a torch
+    buffer kept hidden), on a GPU and in the interpreter alike. The span of the tensor's elements is its
+    own (a descriptor may view it in another shape); the rest of its storage is not, as in the
+    interpreter, whose bounds check stops there too (bounds.span_elements). Its tensor must be a torch
     tensor and its shape and strides plain ints (a number of the student's own class could say one
     thing to this check and another to the launch; a list's could compute while Triton reads it)."""
     if type(value) in (tuple, list):
@@ -982,15 +983,13 @@ def _past_its_tensor(value) -> list:
             return [f"a tensor descriptor whose {name} is a {type(part).__name__}"
                     + (f" of {', '.join(kinds)}" if kinds else "") + ", not plain ints"]
     shape, strides = list(value.shape), list(value.strides)
-    size, storage = base.element_size(), _storage(base)
-    before = (base.data_ptr() - storage.data_ptr()) // size          # elements of the storage before base's first
-    after = storage.nbytes() // size - before                         # from base's first to the storage's end
+    own_low, own_high = bounds.reach(base.shape, base.stride())      # what the tensor's own elements span
     low, high = bounds.reach(shape, strides)
-    if -low <= before and high <= after:
+    if high == low or (own_low <= low and high <= own_high):
         return []
     return [f"a tensor descriptor of shape {shape} and strides {strides} over "
-            f"a tensor of shape {tuple(base.shape)} reaches its element {high - 1 if high > after else low:,} (counted "
-            f"from the tensor's first), where the tensor's memory holds elements {-before:,} to {after - 1:,}"]
+            f"a tensor of shape {tuple(base.shape)} reaches its element {high - 1 if high > own_high else low:,} "
+            f"(counted from the tensor's first), where the tensor's elements span {own_low:,} to {own_high - 1:,}"]
 
 
 def _frozen_descriptors(value):
