@@ -1069,6 +1069,20 @@ def test_a_class_of_the_notebooks_in_tritons_settings_is_refused(monkeypatch):
     assert guard._settings_classes() is None
 
 
+def test_a_driver_of_the_notebooks_is_refused(monkeypatch):
+    # Triton asks its active driver for the device, the stream and the launcher inside every launch:
+    # a driver of the notebook's (`triton.runtime.driver.set_active(mine)`) would run unwatched there.
+    import sys
+    config = sys.modules["triton.runtime.driver"].driver
+    name = "_active" if "_active" in vars(config) else "active"    # (`active` before Triton 3.4)
+    assert guard._settings_classes() is None
+
+    class MyDriver:
+        pass
+    monkeypatch.setitem(vars(config), name, MyDriver())
+    assert "MyDriver" in (guard._settings_classes() or "")
+
+
 @on_gpu_only
 def test_a_launch_hook_of_the_notebooks_is_watched_on_a_gpu():
     x = torch.randn(4096, device="cuda")

@@ -1139,7 +1139,8 @@ def _settings_classes() -> str | None:
         if value is not None and not _library_class(value):
             return f"a class of the notebook's ({getattr(value, '__name__', type(value).__name__)}) as Triton's {name}"
     driver = getattr(sys.modules.get("triton.runtime.driver"), "driver", None)
-    active = getattr(driver, "_active", None) if driver is not None else None
+    state = vars(driver) if hasattr(driver, "__dict__") else {}
+    active = state.get("_active", state.get("active"))   # (`active` itself before Triton 3.4)
     if active is not None and not (_library_class(type(active)) or type(active).__module__.startswith("grader.")):
         return f"a driver of the notebook's ({type(active).__name__}) as Triton's active driver"
     return None
