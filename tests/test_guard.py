@@ -1119,3 +1119,147 @@ def test_a_kernel_compiled_ahead_and_launched_by_hand_is_watched_like_any_launch
     with watch() as record:   # another stream, handed to the launch
         compiled[(4, 1, 1)](x, y, out, 1000, 256, stream=torch.cuda.Stream().cuda_stream)
     assert record.side_streams == 1
+
+
+# A ninth red team's ways for the notebook's own objects into Triton's work, where Triton hashed, compared,
+# iterated or formatted them unwatched, and the honest arguments the guard had refused (NumPy numbers,
+# a torch.Size). Each cheat computes the softmax with PyTorch when Triton touches its object.
+class _Cheat:
+    """Computes the answer with PyTorch whenever Python asks it anything."""
+    def __init__(self, x, out):
+        self.x, self.out = x, out
+
+    def work(self):
+        self.out.copy_(torch.softmax(self.x, 0))
+
+    def __hash__(self):
+        self.work()
+        return 0
+
+    def __eq__(self, other):
+        self.work()
+        return other == "zero"
+
+    def __str__(self):
+        self.work()
+        return "fp32"
+
+
+class _Fraction(float):
+    def __le__(self, other):
+        _Fraction.cheat.work()
+        return float.__le__(self, other)
+
+
+class _Names(list):
+    def copy(self):
+        _Names.cheat.work()
+        return list(self)
+
+
+class _Wrapped:
+    """Stands where an autotuner or heuristics expects a kernel, and launches one itself."""
+    def __init__(self, kernel, cheat):
+        self.fn, self.kernel, self.arg_names, self.cheat = kernel.fn, kernel, kernel.arg_names, cheat
+
+    def run(self, *args, **kwargs):
+        self.cheat.work()
+        return self.kernel.run(*args, **kwargs)
+
+
+def _own_objects_in_tritons_work(cheat, x, y, out):
+    """(case, make, refused): make() builds what the notebook would before its call (outside the watch)
+    and returns the launch."""
+    import numpy as np
+    import triton
+    import triton.language as tl
+    from triton.runtime.autotuner import Heuristics
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    def tuned(configs, key=("n",), **options):
+        return triton.autotune(configs=configs, key=list(key), **options)(kernels.add_kernel)
+    two = [triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 256})]
+    _Fraction.cheat = _Names.cheat = cheat
+
+    def padded():
+        x_desc = TensorDescriptor(x[:256].view(16, 16), [16, 16], [16, 1], [16, 16], cheat)
+        out_desc = TensorDescriptor(out[:256].view(16, 16), [16, 16], [16, 1], [16, 16])
+        return lambda: kernels.copy_rows_kernel[(1,)](x_desc, out_desc, BLOCK_M=16, BLOCK_N=16)
+    return [
+        ("a constexpr's value hashed as an autotune key",
+         lambda: lambda: tuned(two)[(3,)](x, y, out, tl.constexpr(cheat)), True),
+        ("a config's value in a constexpr",
+         lambda: lambda: tuned([triton.Config({"BLOCK": 128, "C": tl.constexpr(cheat)})])[(3,)](x, y, out, 300), True),
+        ("a reinterpreted tensor's dtype",
+         lambda: lambda: kernels.add_kernel[(3,)](triton.reinterpret(x, cheat), y, out, 300, BLOCK=128), True),
+        ("the pruning's top_k a float of its own",
+         lambda: lambda: tuned(two, prune_configs_by={"perf_model": lambda **kw: 1.0, "top_k": _Fraction(1.0)})[(3,)](
+             x, y, out, 300), True),
+        ("a heuristic around an object of its own",
+         lambda: lambda: triton.heuristics({"BLOCK": lambda args: 128})(_Wrapped(kernels.add_kernel, cheat))[(3,)](
+             x, y, out, 300), True),
+        ("a heuristic's argument names a list of its own",
+         lambda: lambda: Heuristics(kernels.add_kernel, _Names(kernels.add_kernel.arg_names), {"BLOCK": lambda a: 128})[
+             (3,)](x, y, out, 300), True),
+        ("a descriptor's padding", padded, True),
+        # (Triton's interpreter itself takes no NumPy number, a GPU's launcher does: the guard's view of them)
+        ("NumPy numbers as arguments (honest)",
+         lambda: lambda: _numpy_numbers_pass(np.int64(300), np.float32(1.5)), False),
+        ("a kernel given a torch.Size (honest)", lambda: lambda: kernels.tuple_kernel[(1,)](out, x.shape), False),
+    ]
+
+
+def _numpy_numbers_pass(*numbers):
+    assert guard._past_its_tensor(list(numbers)) == [] and guard._odd_arguments(numbers, {}) == []
+
+
+@pytest.mark.parametrize("case", [c for c, *_ in _own_objects_in_tritons_work(None, None, None, None)])
+def test_the_notebooks_own_objects_are_refused_wherever_triton_would_touch_them(case):
+    x = torch.randn(300, device=DEVICE.torch_device)
+    y, out = torch.randn_like(x), torch.zeros_like(x)
+    cheat = _Cheat(x, out)
+    make, refused = next((m, r) for c, m, r in _own_objects_in_tritons_work(cheat, x, y, out) if c == case)
+    launch = make()
+    out.zero_()
+    with watch() as record:
+        try:
+            launch()
+        except Exception:   # a refusal may also stop the launch; what counts is the record
+            if not refused:
+                raise       # honest code launches
+    assert bool(record.forbidden()) == refused, (case, record.forbidden())
+
+
+def test_a_way_into_pytorch_that_reads_the_notebooks_own_object_is_watched():
+    x, out = torch.randn(300), torch.zeros(300)
+    cheat = _Cheat(x, out)
+
+    class Sequence:
+        def __len__(self):
+            cheat.work()
+            return 1
+
+        def __getitem__(self, i):
+            if i:
+                raise IndexError
+            return 1.0
+    with watch() as record:
+        torch.asarray(Sequence())
+    assert any("softmax" in op or "asarray of a Sequence" in op for op in record.forbidden()), record.forbidden()
+    with watch() as record:   # honest: lists of numbers and NumPy arrays
+        import numpy as np
+        torch.asarray([1.0, 2.0]), torch.asarray(np.arange(3))
+    assert record.forbidden() == []
+
+
+def test_printing_a_tensor_of_the_notebooks_own_class_runs_none_of_its_methods():
+    x, out = torch.randn(300), torch.zeros(300)
+    cheat = _Cheat(x, out)
+
+    class Shown(torch.Tensor):
+        def is_neg(self):
+            cheat.work()
+            return False
+    with watch() as record:
+        repr(torch.zeros(40).as_subclass(Shown))
+    assert not torch.equal(out, torch.softmax(x, 0)) or record.forbidden()

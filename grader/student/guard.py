@@ -8,6 +8,7 @@ tensors with ATen ops), so launches are counted and everything inside them is ig
 from __future__ import annotations
 
 import copy
+import functools
 import numbers
 import os
 import random
@@ -924,17 +925,47 @@ _PLAIN_TYPES = (int, float, bool, str, type(None), torch.dtype, torch.device)
 _TENSOR_TYPES = tuple(t for t in (torch.Tensor, torch.nn.Parameter, getattr(torch.nn, "Buffer", None)) if t)
 
 
-def _plain_argument(value) -> bool:
+# A size, and functions as data: their hash and equality are Python's own, whatever they hold.
+_FUNCTION_TYPES = (torch.Size, types.FunctionType, types.BuiltinFunctionType, functools.partial)
+
+
+def _plain_argument(value, depth: int = 0) -> bool:
+    """Whether a launch may be handed `value`: plain data all the way down. Triton's own objects count as
+    plain when everything they hold is: a red team put objects of its own class in a constexpr's value, a
+    reinterpreted tensor's dtype and a descriptor's padding, and Triton hashed, compared or formatted
+    them inside its own work. A Python function held as data is plain (only calling it runs code, and
+    the calls Triton makes of the student's functions are watched: _hooks_watched), as is a @triton.jit
+    kernel handed to another (its body is compiled, or interpreted under the watch)."""
     kind = type(value)
-    if kind in _PLAIN_TYPES or kind in _TENSOR_TYPES or isinstance(value, _StudentCode):
+    if kind in _PLAIN_TYPES or kind in _TENSOR_TYPES or kind in _FUNCTION_TYPES or isinstance(value, _StudentCode):
         return True
+    if depth > 8:
+        return False
+    if kind is types.MethodType:   # (hashing a bound method hashes its object)
+        return _plain_argument(value.__self__, depth + 1)
     if kind in (tuple, list):
-        return all(_plain_argument(v) for v in value)
+        return all(_plain_argument(v, depth + 1) for v in value)
+    if kind is dict:
+        return all(_plain_argument(k, depth + 1) and _plain_argument(v, depth + 1) for k, v in dict.items(value))
     if not _library_class(kind):
         return False
-    # Triton's wrappers of a tensor (triton.reinterpret, a TensorDescriptor) hold the tensor as `base`.
-    base = getattr(value, "base", None)
-    return base is None or _plain_argument(base)
+    if kind.__module__.split(".")[0] == "numpy":   # a NumPy number (no array: Triton takes none)
+        return isinstance(value, sys.modules["numpy"].generic) and value.dtype.kind in "biufc"
+    if _is_kernel(value):
+        return True
+    state = vars(value) if hasattr(value, "__dict__") else \
+        {n: getattr(value, n, None) for n in getattr(kind, "__slots__", ())}
+    return all(_plain_argument(v, depth + 1) for v in state.values())
+
+
+def _is_kernel(value) -> bool:
+    """A @triton.jit function, as Triton defines it (compiled on a GPU, interpreted on the CPU)."""
+    import triton.runtime.jit as jit
+    kinds = [jit.JITFunction]
+    interpreter = sys.modules.get("triton.runtime.interpreter")
+    if interpreter is not None and hasattr(interpreter, "InterpretedFunction"):
+        kinds.append(interpreter.InterpretedFunction)
+    return type(value) in kinds
 
 
 def _library_class(kind) -> bool:
@@ -956,8 +987,11 @@ DESCRIPTOR_RULE = ("A descriptor must describe its own tensor (TensorDescriptor.
 
 
 def _is_descriptor(value) -> bool:
-    """A tensor descriptor made on the host: an object of Triton's over a tensor (`base`) with strides."""
-    return _library_class(type(value)) and hasattr(value, "base") and hasattr(value, "strides")
+    """A tensor descriptor made on the host: an object of Triton's over a tensor (`base`) with strides (a
+    NumPy number has both names too)."""
+    kind = type(value)
+    return kind.__module__.split(".")[0] == "triton" and _library_class(kind) and hasattr(value, "base") \
+        and hasattr(value, "strides")
 
 
 def _past_its_tensor(value) -> list:
@@ -1020,6 +1054,10 @@ def _hooks_watched(launcher, watcher):
     hooks = getattr(launcher, "pre_run_hooks", None)
     if isinstance(hooks, list) and hooks:
         swap(launcher, "pre_run_hooks", [_StudentCode(h, watcher) for h in hooks])
+    for name in ("launch_metadata", "repr"):          # @triton.jit(launch_metadata=f, repr=g): Triton calls them
+        value = launcher.__dict__.get(name) if _is_kernel(launcher) else None   # when a launch or JIT hook is set
+        if callable(value) and not isinstance(value, _StudentCode) and not _is_trusted(value):
+            swap(launcher, name, _StudentCode(value, watcher))
     for name in ("pre_hook", "post_hook"):            # an Autotuner's
         if callable(getattr(launcher, name, None)) and hasattr(launcher, "configs"):
             swap(launcher, name, _StudentCode(getattr(launcher, name), watcher))
@@ -1223,6 +1261,8 @@ def _summary(tensor, original_repr, watcher) -> str:
     saved = (options.threshold, options.edgeitems)
     if tensor.numel() <= PRINTED_IN_FULL:
         watcher.read_out("Tensor.__repr__", tensor.numel())
+    if type(tensor) not in _TENSOR_TYPES:   # a subclass's methods, which the formatting calls, are not run
+        tensor = torch.Tensor.as_subclass(tensor, torch.Tensor)
     watcher.in_triton += 1    # PyTorch's formatting (abs, max, ...) is not the student's computation
     try:
         torch.set_printoptions(threshold=PRINTED_IN_FULL, edgeitems=2)
@@ -1399,6 +1439,18 @@ def _students_objects_in(launcher) -> str | None:
         values = state.get("values")
         if type(values) is not dict or any(type(k) is not str for k in dict.keys(values)):
             return "heuristics that are not a dict of names to functions"
+    if isinstance(launcher, (at.Autotuner, at.Heuristics)):
+        # What they wrap, down to the kernel, is Triton's (a red team's own object there was run as the
+        # launch), and all they hold is plain (its own list of argument names, a float of its own as the
+        # pruning's top_k: Triton iterates and compares them inside its run).
+        inner = state.get("fn")
+        while type(inner) in (at.Autotuner, at.Heuristics):
+            inner = vars(inner).get("fn")
+        if not _is_kernel(inner):
+            return f"a {type(launcher).__name__} around a {type(inner).__name__}, not a @triton.jit kernel"
+        for name, value in state.items():
+            if name != "fn" and not _plain_argument(value):
+                return f"{type(launcher).__name__} {name} holding a {type(value).__name__}"
     return None
 
 
@@ -1615,6 +1667,12 @@ def _entry_wrapper(what: str, original):
         state = _active
         if state is None or state.watcher.in_triton:
             return original(*args, **kwargs)
+        source = args[0] if args else next(iter(kwargs.values()), None)
+        if not _plain_source(source):
+            # PyTorch reads the notebook's object (its __len__, __getitem__, ...) to convert it: watched
+            state.record.torch_ops.append(f"{what} of a {type(source).__name__} (convert tensors, NumPy arrays, "
+                                          f"bytes or lists of numbers)")
+            return original(*args, **kwargs)
         state.watcher.in_triton += 1
         try:
             made = original(*args, **kwargs)
@@ -1627,6 +1685,17 @@ def _entry_wrapper(what: str, original):
         state.watcher.put_in(what, elements)
         return made
     return enter
+
+
+def _plain_source(source) -> bool:
+    """What a way into PyTorch may convert without the conversion counting as the student's code: memory
+    of Python's, NumPy's or PyTorch's own types, a file's name, or plain numbers."""
+    kind = type(source)
+    if kind in (bytes, bytearray, memoryview, str, torch.UntypedStorage) or kind in _TENSOR_TYPES:
+        return True
+    if kind.__module__ == "numpy" and kind.__name__ == "ndarray":
+        return source.dtype.kind != "O"
+    return _plain_argument(source)
 
 
 def _poison_grown(storage, before: int, dtype=torch.uint8) -> None:
