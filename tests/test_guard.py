@@ -1263,3 +1263,23 @@ def test_printing_a_tensor_of_the_notebooks_own_class_runs_none_of_its_methods()
     with watch() as record:
         repr(torch.zeros(40).as_subclass(Shown))
     assert not torch.equal(out, torch.softmax(x, 0)) or record.forbidden()
+
+
+def test_a_kernels_launch_metadata_function_is_watched_where_triton_calls_it():
+    # @triton.jit(launch_metadata=f): Triton calls f inside the launch whenever a launch hook is set (a
+    # profiler's), so a hook that does nothing and an f that computes would put the work where the guard
+    # does not watch. While the launch runs, f is the student's code.
+    import triton
+    x, out = torch.randn(64), torch.empty(64)
+
+    def metadata(grid, kernel, args):
+        out.copy_(torch.softmax(x, 0))
+        return {}
+    # (the GPU's JITFunction, made here by hand: the interpreter's kernels keep no launch_metadata)
+    kernel = triton.runtime.jit.JITFunction(kernels.add_kernel.fn, launch_metadata=metadata)
+    with watch() as record:
+        watcher = guard._active.watcher
+        with guard._unwatched(watcher), guard._hooks_watched(kernel, watcher):   # inside Triton's launch
+            kernel.launch_metadata((1,), None, {})
+    assert any("softmax" in op for op in record.forbidden()), record.forbidden()
+    assert kernel.launch_metadata is metadata   # as it was, afterwards

@@ -1054,10 +1054,14 @@ def _hooks_watched(launcher, watcher):
     hooks = getattr(launcher, "pre_run_hooks", None)
     if isinstance(hooks, list) and hooks:
         swap(launcher, "pre_run_hooks", [_StudentCode(h, watcher) for h in hooks])
-    for name in ("launch_metadata", "repr"):          # @triton.jit(launch_metadata=f, repr=g): Triton calls them
-        value = launcher.__dict__.get(name) if _is_kernel(launcher) else None   # when a launch or JIT hook is set
+    # @triton.jit(launch_metadata=f, repr=g): Triton calls them when a launch or JIT hook is set (of a
+    # kernel launched by hand too, through the kernel it was compiled from)
+    kernel = launcher if _is_kernel(launcher) else getattr(getattr(launcher, "compiled", None), "src", None)
+    kernel = kernel if _is_kernel(kernel) else getattr(kernel, "fn", None)
+    for name in ("launch_metadata", "repr"):
+        value = kernel.__dict__.get(name) if _is_kernel(kernel) else None
         if callable(value) and not isinstance(value, _StudentCode) and not _is_trusted(value):
-            swap(launcher, name, _StudentCode(value, watcher))
+            swap(kernel, name, _StudentCode(value, watcher))
     for name in ("pre_hook", "post_hook"):            # an Autotuner's
         if callable(getattr(launcher, name, None)) and hasattr(launcher, "configs"):
             swap(launcher, name, _StudentCode(getattr(launcher, name), watcher))
