@@ -1283,3 +1283,40 @@ def test_a_kernels_launch_metadata_function_is_watched_where_triton_calls_it():
             kernel.launch_metadata((1,), None, {})
     assert any("softmax" in op for op in record.forbidden()), record.forbidden()
     assert kernel.launch_metadata is metadata   # as it was, afterwards
+
+
+def test_arguments_and_tuning_state_in_real_projects_styles_are_plain():
+    # A sweep of honest code in other projects' styles found these refused by the stricter check: integer
+    # dtypes (their signedness is a class nested in tl.dtype), a kernel as a config's value, a method of the
+    # student's own object (an nn.Module's) as a hook or cost model.
+    import numpy as np
+    import triton
+    import triton.language as tl
+
+    class Zeroer(torch.nn.Module):
+        def hook(self, nargs):
+            nargs["out_ptr"].zero_()
+
+    class CostModel:
+        def estimate(self, **kwargs):
+            return 1.0
+    x = torch.randn(8)
+    for value in (tl.int32, tl.uint8, tl.int1, tl.float16, tl.constexpr(tl.int64), triton.reinterpret(x, tl.int32),
+                  kernels.add_kernel, np.int64(3), np.float32(1.5), x.shape, x.stride(), Zeroer().hook):
+        assert guard._odd_part(value) is None, value
+    tuned = triton.autotune(
+        configs=[triton.Config({"BLOCK": 128, "OUT": tl.int32, "ACTIVATION": kernels.add_kernel},
+                               pre_hook=Zeroer().hook)],
+        key=["n"], prune_configs_by={"perf_model": CostModel().estimate, "top_k": 2})(kernels.add_kernel)
+    assert guard._students_objects_in(tuned) is None
+
+    class Hashing:   # ... but a method of an object that hashes in its own way is its object's code
+        def __hash__(self):
+            return 0
+
+        def hook(self, nargs):
+            pass
+    assert guard._odd_part(Hashing().hook) == "Hashing"
+    tuned = triton.autotune(configs=[triton.Config({"BLOCK": 128}, pre_hook=Hashing().hook)], key=["n"])(
+        kernels.add_kernel)
+    assert guard._students_objects_in(tuned) == "Autotuner configs holding a Hashing"

@@ -929,33 +929,49 @@ _TENSOR_TYPES = tuple(t for t in (torch.Tensor, torch.nn.Parameter, getattr(torc
 _FUNCTION_TYPES = (torch.Size, types.FunctionType, types.BuiltinFunctionType, functools.partial)
 
 
-def _plain_argument(value, depth: int = 0) -> bool:
-    """Whether a launch may be handed `value`: plain data all the way down. Triton's own objects count as
-    plain when everything they hold is: a red team put objects of its own class in a constexpr's value, a
-    reinterpreted tensor's dtype and a descriptor's padding, and Triton hashed, compared or formatted
-    them inside its own work. A Python function held as data is plain (only calling it runs code, and
-    the calls Triton makes of the student's functions are watched: _hooks_watched), as is a @triton.jit
-    kernel handed to another (its body is compiled, or interpreted under the watch)."""
+def _plain_argument(value) -> bool:
+    """Whether a launch may be handed `value`: plain data all the way down (_odd_part)."""
+    return _odd_part(value) is None
+
+
+def _odd_part(value, depth: int = 0) -> str | None:
+    """The class of the first thing in `value` that is not plain data, or None when all of it is. Triton's
+    own objects count as plain when everything they hold is: a red team put objects of its own class in
+    a constexpr's value, a reinterpreted tensor's dtype and a descriptor's padding, and Triton hashed,
+    compared or formatted them inside its own work. A Python function held as data is plain (only calling
+    it runs code, and the calls Triton makes of the student's functions are watched: _hooks_watched), as
+    is a @triton.jit kernel handed to another (its body is compiled, or interpreted under the watch)."""
     kind = type(value)
     if kind in _PLAIN_TYPES or kind in _TENSOR_TYPES or kind in _FUNCTION_TYPES or isinstance(value, _StudentCode):
-        return True
+        return None
     if depth > 8:
-        return False
-    if kind is types.MethodType:   # (hashing a bound method hashes its object)
-        return _plain_argument(value.__self__, depth + 1)
+        return kind.__name__
+    if kind is types.MethodType:   # a hook that is a method: hashing it hashes its object
+        owner = type(value.__self__)
+        if owner.__hash__ is object.__hash__ and owner.__eq__ is object.__eq__ or owner is type:
+            return None   # (Python's own hashing: of an object by its identity, of a classmethod's class)
+        return _odd_part(value.__self__, depth + 1)
     if kind in (tuple, list):
-        return all(_plain_argument(v, depth + 1) for v in value)
+        return next(filter(None, (_odd_part(v, depth + 1) for v in value)), None)
     if kind is dict:
-        return all(_plain_argument(k, depth + 1) and _plain_argument(v, depth + 1) for k, v in dict.items(value))
+        return next(filter(None, (_odd_part(k, depth + 1) or _odd_part(v, depth + 1)
+                                  for k, v in dict.items(value))), None)
     if not _library_class(kind):
-        return False
+        return kind.__name__
     if kind.__module__.split(".")[0] == "numpy":   # a NumPy number (no array: Triton takes none)
-        return isinstance(value, sys.modules["numpy"].generic) and value.dtype.kind in "biufc"
-    if _is_kernel(value):
-        return True
+        numpy = sys.modules["numpy"]
+        return None if isinstance(value, numpy.generic) and value.dtype.kind in "biufc" else kind.__name__
+    if _is_kernel(value) or _is_triton_dtype(value):
+        return None
     state = vars(value) if hasattr(value, "__dict__") else \
         {n: getattr(value, n, None) for n in getattr(kind, "__slots__", ())}
-    return all(_plain_argument(v, depth + 1) for v in state.values())
+    return next(filter(None, (_odd_part(v, depth + 1) for v in state.values())), None)
+
+
+def _is_triton_dtype(value) -> bool:
+    """One of Triton's types (tl.float16, tl.int32, a pointer type): Triton's to hash and compare."""
+    import triton.language as tl
+    return isinstance(value, tl.dtype) and _library_class(type(value))
 
 
 def _is_kernel(value) -> bool:
@@ -978,7 +994,7 @@ def _library_class(kind) -> bool:
 def _odd_arguments(args, kwargs) -> list:
     """Type names of launch arguments that are not plain (the grid function is the student's code)."""
     values = list(args) + [v for k, v in kwargs.items() if k != "grid"]
-    return sorted({type(v).__name__ for v in values if not _plain_argument(v)})
+    return sorted({odd for odd in map(_odd_part, values) if odd})
 
 
 DESCRIPTOR_RULE = ("A descriptor must describe its own tensor (TensorDescriptor.from_tensor(t, block), or a torch "
@@ -1415,12 +1431,10 @@ def _students_objects_in(launcher) -> str | None:
     team computed the softmax with torch in each of: a subclass of Autotuner (prune_configs), of Config
     (all_kwargs), of the dict of a config's values (keys) or of a heuristic's (items), of the list of
     autotune keys (__iter__). So each must be Triton's or Python's own type, exactly."""
-    import triton.language as tl
     import triton.runtime.autotuner as at
     for base in (at.Autotuner, at.Heuristics):
         if isinstance(launcher, base) and type(launcher) is not base:
             return f"a subclass of Triton's {base.__name__} ({type(launcher).__name__})"
-    plain = _PLAIN_TYPES + (tl.constexpr, tl.dtype)   # what configs and heuristics' values may hold
     state = getattr(launcher, "__dict__", {})
     if isinstance(launcher, at.Autotuner):
         configs = state.get("configs")
@@ -1430,10 +1444,10 @@ def _students_objects_in(launcher) -> str | None:
             if type(config) is not at.Config:
                 return f"an autotune config of class {type(config).__name__}, not triton.Config"
             values = config.__dict__.get("kwargs")
-            if type(values) is not dict or any(type(k) is not str or type(v) not in plain
+            if type(values) is not dict or any(type(k) is not str or not _plain_argument(v)
                                                for k, v in dict.items(values)):
-                return "an autotune config whose values are not a dict of names to numbers, flags or strings"
-            if any(type(v) not in plain for k, v in config.__dict__.items() if k not in ("kwargs", "pre_hook")):
+                return "an autotune config whose values are not a dict of names to numbers, flags, strings or kernels"
+            if any(not _plain_argument(v) for k, v in config.__dict__.items() if k not in ("kwargs", "pre_hook")):
                 return "an autotune config with a setting that is not a number"
         for name in ("keys", "reset_to_zero", "restore_value"):
             names = state.get(name)
@@ -1453,8 +1467,9 @@ def _students_objects_in(launcher) -> str | None:
         if not _is_kernel(inner):
             return f"a {type(launcher).__name__} around a {type(inner).__name__}, not a @triton.jit kernel"
         for name, value in state.items():
-            if name != "fn" and not _plain_argument(value):
-                return f"{type(launcher).__name__} {name} holding a {type(value).__name__}"
+            odd = _odd_part(value) if name != "fn" else None
+            if odd:
+                return f"{type(launcher).__name__} {name} holding a {odd}"
     return None
 
 
