@@ -1302,8 +1302,10 @@ def test_arguments_and_tuning_state_in_real_projects_styles_are_plain():
             return 1.0
     x = torch.randn(8)
     for value in (tl.int32, tl.uint8, tl.int1, tl.float16, tl.constexpr(tl.int64), triton.reinterpret(x, tl.int32),
-                  kernels.add_kernel, np.int64(3), np.float32(1.5), x.shape, x.stride(), Zeroer().hook):
+                  kernels.add_kernel, np.int64(3), np.float32(1.5), x.shape, x.stride()):
         assert guard._odd_part(value) is None, value
+    assert guard._odd_part(Zeroer().hook, functions=True) is None     # (held by an autotuner, as a hook)
+    assert guard._odd_part(lambda: 0) == "function"                      # (handed to a launch: of no use there)
     tuned = triton.autotune(
         configs=[triton.Config({"BLOCK": 128, "OUT": tl.int32, "ACTIVATION": kernels.add_kernel},
                                pre_hook=Zeroer().hook)],
@@ -1316,7 +1318,7 @@ def test_arguments_and_tuning_state_in_real_projects_styles_are_plain():
 
         def hook(self, nargs):
             pass
-    assert guard._odd_part(Hashing().hook) == "Hashing"
+    assert guard._odd_part(Hashing().hook, functions=True) == "Hashing"
     tuned = triton.autotune(configs=[triton.Config({"BLOCK": 128}, pre_hook=Hashing().hook)], key=["n"])(
         kernels.add_kernel)
     assert guard._students_objects_in(tuned) == "Autotuner configs holding a Hashing"

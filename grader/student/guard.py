@@ -925,36 +925,39 @@ _PLAIN_TYPES = (int, float, bool, str, type(None), torch.dtype, torch.device)
 _TENSOR_TYPES = tuple(t for t in (torch.Tensor, torch.nn.Parameter, getattr(torch.nn, "Buffer", None)) if t)
 
 
-# A size, and functions as data: their hash and equality are Python's own, whatever they hold.
-_FUNCTION_TYPES = (torch.Size, types.FunctionType, types.BuiltinFunctionType, functools.partial)
+# Functions as data: their hash and equality are Python's own, whatever they hold.
+_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
 
 
-def _plain_argument(value) -> bool:
-    """Whether a launch may be handed `value`: plain data all the way down (_odd_part)."""
-    return _odd_part(value) is None
+def _plain_argument(value, functions: bool = False) -> bool:
+    """Whether a launch may be handed `value`, or (`functions`) an autotuner hold it: plain data all the
+    way down (_odd_part)."""
+    return _odd_part(value, functions) is None
 
 
-def _odd_part(value, depth: int = 0) -> str | None:
+def _odd_part(value, functions: bool = False, depth: int = 0) -> str | None:
     """The class of the first thing in `value` that is not plain data, or None when all of it is. Triton's
     own objects count as plain when everything they hold is: a red team put objects of its own class in
     a constexpr's value, a reinterpreted tensor's dtype and a descriptor's padding, and Triton hashed,
-    compared or formatted them inside its own work. A Python function held as data is plain (only calling
-    it runs code, and the calls Triton makes of the student's functions are watched: _hooks_watched), as
-    is a @triton.jit kernel handed to another (its body is compiled, or interpreted under the watch)."""
+    compared or formatted them inside its own work. A @triton.jit kernel handed to another is plain (its
+    body is compiled, or interpreted under the watch). With `functions`, so is a Python function held as
+    data, as an autotuner holds its hooks (only calling it runs code, and the calls Triton makes of the
+    student's functions are watched: _hooks_watched); a launch has no use for one."""
     kind = type(value)
-    if kind in _PLAIN_TYPES or kind in _TENSOR_TYPES or kind in _FUNCTION_TYPES or isinstance(value, _StudentCode):
+    if kind in _PLAIN_TYPES or kind in _TENSOR_TYPES or kind is torch.Size or isinstance(value, _StudentCode) \
+            or functions and kind in _FUNCTION_TYPES:
         return None
     if depth > 8:
         return kind.__name__
-    if kind is types.MethodType:   # a hook that is a method: hashing it hashes its object
+    if kind is types.MethodType and functions:   # a hook that is a method: hashing it hashes its object
         owner = type(value.__self__)
         if owner.__hash__ is object.__hash__ and owner.__eq__ is object.__eq__ or owner is type:
             return None   # (Python's own hashing: of an object by its identity, of a classmethod's class)
-        return _odd_part(value.__self__, depth + 1)
+        return _odd_part(value.__self__, functions, depth + 1)
     if kind in (tuple, list):
-        return next(filter(None, (_odd_part(v, depth + 1) for v in value)), None)
+        return next(filter(None, (_odd_part(v, functions, depth + 1) for v in value)), None)
     if kind is dict:
-        return next(filter(None, (_odd_part(k, depth + 1) or _odd_part(v, depth + 1)
+        return next(filter(None, (_odd_part(k, functions, depth + 1) or _odd_part(v, functions, depth + 1)
                                   for k, v in dict.items(value))), None)
     if not _library_class(kind):
         return kind.__name__
@@ -965,7 +968,7 @@ def _odd_part(value, depth: int = 0) -> str | None:
         return None
     state = vars(value) if hasattr(value, "__dict__") else \
         {n: getattr(value, n, None) for n in getattr(kind, "__slots__", ())}
-    return next(filter(None, (_odd_part(v, depth + 1) for v in state.values())), None)
+    return next(filter(None, (_odd_part(v, functions, depth + 1) for v in state.values())), None)
 
 
 def _is_triton_dtype(value) -> bool:
@@ -1467,7 +1470,7 @@ def _students_objects_in(launcher) -> str | None:
         if not _is_kernel(inner):
             return f"a {type(launcher).__name__} around a {type(inner).__name__}, not a @triton.jit kernel"
         for name, value in state.items():
-            odd = _odd_part(value) if name != "fn" else None
+            odd = _odd_part(value, functions=True) if name != "fn" else None
             if odd:
                 return f"{type(launcher).__name__} {name} holding a {odd}"
     return None
