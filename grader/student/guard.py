@@ -949,6 +949,8 @@ def _odd_part(value, functions: bool = False, depth: int = 0) -> str | None:
         return None
     if depth > 8:
         return kind.__name__
+    if kind is type and _library_class(value):   # one of Triton's classes (a constexpr's type before 3.4)
+        return None
     if kind is types.MethodType and functions:   # a hook that is a method: hashing it hashes its object
         owner = type(value.__self__)
         if owner.__hash__ is object.__hash__ and owner.__eq__ is object.__eq__ or owner is type:
