@@ -997,36 +997,23 @@ def test_memory_and_numbers_handed_to_a_launch_in_a_descriptor_count_as_handed_i
     assert any("more than 1024 bits" in f for f in record.forbidden())
 
 
-class _Setting:
-    """Calls what a setting holds now, as Triton does (its `__self__`: what it holds)."""
-
-    def __init__(self, owner, name):
-        self.owner, self.name = owner, name
-
-    def __call__(self, *args):
-        return getattr(self.owner, self.name)(*args)
-
-    @property
-    def __self__(self):
-        return getattr(self.owner, self.name)
-
-
 @contextmanager
 def _tritons_launch_hook(hook, name="launch_exit_hook"):
-    """Leave `hook` in Triton's settings as a notebook could, as long as the block runs: a chain's
-    `add` since Triton 3.5, the setting itself in 3.4, a class attribute of CompiledKernel before."""
+    """Leave `hook` in Triton's settings as a notebook could, as long as the block runs (a chain's `add`
+    since Triton 3.5, the setting itself in 3.4, a class attribute of CompiledKernel before); yields where
+    the setting is, (owner, name)."""
     owner, name = next((owner, n) for owner, n in guard._code_slots() if n == name)
     chain = getattr(owner, name, None)
     if type(getattr(chain, "calls", None)) is list:
         chain.add(hook)
         try:
-            yield getattr(owner, name).__call__
+            yield owner, name
         finally:
             chain.remove(hook)
     else:
         setattr(owner, name, hook)
         try:
-            yield _Setting(owner, name)
+            yield owner, name
         finally:
             setattr(owner, name, chain)
 
@@ -1042,11 +1029,11 @@ def test_code_left_in_tritons_settings_is_watched_where_triton_calls_it():
     cheat = lambda *args: out.copy_(torch.softmax(x, 0))          # noqa: E731
     honest = lambda *args: seen.append(len(args))                  # noqa: E731 (counts launches, say)
     for hook, refused in ((cheat, True), (honest, False)):
-        with _tritons_launch_hook(hook) as call_hook, watch() as record:
+        with _tritons_launch_hook(hook) as (owner, name), watch() as record:
             watcher = guard._active.watcher
             with guard._unwatched(watcher), guard._hooks_watched(object(), watcher):   # inside Triton's launch
-                call_hook({})
-            setting = call_hook.__self__   # afterwards, as it was: the hook itself, not the watched one
+                getattr(owner, name)({})
+            setting = getattr(owner, name)   # afterwards, as it was: the hook itself, not the watched one
             assert hook in getattr(setting, "calls", [setting])
         assert any("softmax" in op for op in record.forbidden()) == refused, record.forbidden()
     assert seen == [1]

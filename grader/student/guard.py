@@ -929,10 +929,9 @@ _TENSOR_TYPES = tuple(t for t in (torch.Tensor, torch.nn.Parameter, getattr(torc
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
 
 
-def _plain_argument(value, functions: bool = False) -> bool:
-    """Whether a launch may be handed `value`, or (`functions`) an autotuner hold it: plain data all the
-    way down (_odd_part)."""
-    return _odd_part(value, functions) is None
+def _plain_argument(value) -> bool:
+    """Whether a launch may be handed `value`: plain data all the way down (_odd_part)."""
+    return _odd_part(value) is None
 
 
 def _odd_part(value, functions: bool = False, depth: int = 0) -> str | None:
@@ -953,7 +952,7 @@ def _odd_part(value, functions: bool = False, depth: int = 0) -> str | None:
         return None
     if kind is types.MethodType and functions:   # a hook that is a method: hashing it hashes its object
         owner = type(value.__self__)
-        if owner.__hash__ is object.__hash__ and owner.__eq__ is object.__eq__ or owner is type:
+        if (owner.__hash__ is object.__hash__ and owner.__eq__ is object.__eq__) or owner is type:
             return None   # (Python's own hashing: of an object by its identity, of a classmethod's class)
         return _odd_part(value.__self__, functions, depth + 1)
     if kind in (tuple, list):
@@ -1077,8 +1076,7 @@ def _hooks_watched(launcher, watcher):
         swap(launcher, "pre_run_hooks", [_StudentCode(h, watcher) for h in hooks])
     # @triton.jit(launch_metadata=f, repr=g): Triton calls them when a launch or JIT hook is set (of a
     # kernel launched by hand too, through the kernel it was compiled from)
-    kernel = launcher if _is_kernel(launcher) else getattr(getattr(launcher, "compiled", None), "src", None)
-    kernel = kernel if _is_kernel(kernel) else getattr(kernel, "fn", None)
+    kernel = launcher if _is_kernel(launcher) else getattr(launcher, "kernel", None)   # (a _HandLaunch's)
     for name in ("launch_metadata", "repr"):
         value = kernel.__dict__.get(name) if _is_kernel(kernel) else None
         if callable(value) and not isinstance(value, _StudentCode) and not _is_trusted(value):
@@ -1432,49 +1430,29 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
 
 def _students_objects_in(launcher) -> str | None:
     """An object of the student's own class that Triton's autotuner or heuristics would call methods of
-    inside their run, which counts as Triton's work and is not watched; None when there is none. A red
-    team computed the softmax with torch in each of: a subclass of Autotuner (prune_configs), of Config
-    (all_kwargs), of the dict of a config's values (keys) or of a heuristic's (items), of the list of
-    autotune keys (__iter__). So each must be Triton's or Python's own type, exactly."""
+    inside their run, which counts as Triton's work and is not watched; None when there is none. Red
+    teams computed the softmax with torch in a subclass of Autotuner (prune_configs), of Config
+    (all_kwargs), of a config's or a heuristic's dict of values (keys, items), of the list of autotune
+    keys or argument names (__iter__, copy), in a float of its own as the pruning's top_k (__le__), in a
+    constexpr's value hashed as a key, and in an object of its own wrapped as the kernel (run). So an
+    autotuner or heuristic must be Triton's own, wrap a @triton.jit kernel, and hold plain data all the
+    way down (_odd_part; its hooks may be functions: Triton's calls of them are watched)."""
     import triton.runtime.autotuner as at
-    for base in (at.Autotuner, at.Heuristics):
-        if isinstance(launcher, base) and type(launcher) is not base:
-            return f"a subclass of Triton's {base.__name__} ({type(launcher).__name__})"
-    state = getattr(launcher, "__dict__", {})
-    if isinstance(launcher, at.Autotuner):
-        configs = state.get("configs")
-        if type(configs) not in (list, tuple):
-            return f"autotune configs in a {type(configs).__name__}, not a list"
-        for config in configs:
-            if type(config) is not at.Config:
-                return f"an autotune config of class {type(config).__name__}, not triton.Config"
-            values = config.__dict__.get("kwargs")
-            if type(values) is not dict or any(type(k) is not str or not _plain_argument(v)
-                                               for k, v in dict.items(values)):
-                return "an autotune config whose values are not a dict of names to numbers, flags, strings or kernels"
-            if any(not _plain_argument(v) for k, v in config.__dict__.items() if k not in ("kwargs", "pre_hook")):
-                return "an autotune config with a setting that is not a number"
-        for name in ("keys", "reset_to_zero", "restore_value"):
-            names = state.get(name)
-            if names is not None and (type(names) not in (list, tuple) or any(type(n) is not str for n in names)):
-                return f"autotune {name} that are not a list of argument names"
-    if isinstance(launcher, at.Heuristics):
-        values = state.get("values")
-        if type(values) is not dict or any(type(k) is not str for k in dict.keys(values)):
-            return "heuristics that are not a dict of names to functions"
-    if isinstance(launcher, (at.Autotuner, at.Heuristics)):
-        # What they wrap, down to the kernel, is Triton's (a red team's own object there was run as the
-        # launch), and all they hold is plain (its own list of argument names, a float of its own as the
-        # pruning's top_k: Triton iterates and compares them inside its run).
-        inner = state.get("fn")
-        while type(inner) in (at.Autotuner, at.Heuristics):
-            inner = vars(inner).get("fn")
-        if not _is_kernel(inner):
-            return f"a {type(launcher).__name__} around a {type(inner).__name__}, not a @triton.jit kernel"
-        for name, value in state.items():
-            odd = _odd_part(value, functions=True) if name != "fn" else None
-            if odd:
-                return f"{type(launcher).__name__} {name} holding a {odd}"
+    if not isinstance(launcher, (at.Autotuner, at.Heuristics)):
+        return None
+    if type(launcher) not in (at.Autotuner, at.Heuristics):
+        base = "Autotuner" if isinstance(launcher, at.Autotuner) else "Heuristics"
+        return f"a subclass of Triton's {base} ({type(launcher).__name__})"
+    state = vars(launcher)
+    inner = state.get("fn")
+    while type(inner) in (at.Autotuner, at.Heuristics):
+        inner = vars(inner).get("fn")
+    if not _is_kernel(inner):
+        return f"a {type(launcher).__name__} around a {type(inner).__name__}, not a @triton.jit kernel"
+    for name, value in state.items():
+        odd = _odd_part(value, functions=True) if name != "fn" else None
+        if odd:
+            return f"{type(launcher).__name__} {name} holding a {odd}"
     return None
 
 
@@ -1771,7 +1749,7 @@ class _HandLaunch:
 
     def __init__(self, compiled, grid):
         jit_fn = getattr(getattr(compiled, "src", None), "fn", None)   # the JITFunction it was compiled from
-        self.compiled, self.grid = compiled, grid
+        self.compiled, self.grid, self.kernel = compiled, grid, jit_fn
         self.fn = getattr(jit_fn, "fn", None)                          # its Python function
         self.arg_names = list(getattr(jit_fn, "arg_names", ()))
         self.__name__ = getattr(self.fn, "__name__", None) or str(getattr(compiled, "name", "kernel"))
