@@ -63,6 +63,15 @@ def pytest_xdist_make_scheduler(config, log):
     return Scheduling(config, log)
 
 
+def pytest_runtest_logreport(report):
+    """FAILURES_AT_ONCE=1 (.ci/gpu-env sets it): a failure's message is printed as soon as the test fails,
+    not only in pytest's summary at the end, which a run stopped at a time limit never prints (a GPU
+    machine's calls have one: a failing honest variant's message was lost so)."""
+    import os
+    if os.environ.get("FAILURES_AT_ONCE") and report.failed:
+        print(f"\n--- {report.nodeid} ({report.when}) failed:\n{report.longreprtext[-6000:]}\n", flush=True)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for marker, files in FILES_MARKED.items():

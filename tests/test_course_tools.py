@@ -131,3 +131,22 @@ def test_bench_without_a_gpu_says_so_and_measures_nothing(tmp_path, capsys):
     assert benchmark_report.write_report(1, 1, out) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().out
     assert not out.exists()
+
+
+
+def test_a_gpu_run_prints_each_failure_as_it_happens(monkeypatch, capsys):
+    # A GPU machine's call stops at a time limit, before pytest's summary: with FAILURES_AT_ONCE (.ci/gpu-env)
+    # the failure's message is printed when the test fails; without it only in the summary, as usual.
+    from types import SimpleNamespace
+    import conftest
+    failed = SimpleNamespace(nodeid="tests/test_x.py::test_y", when="call", failed=True, longreprtext="E the reason")
+    passed = SimpleNamespace(nodeid="tests/test_x.py::test_z", when="call", failed=False, longreprtext="")
+    for at_once in (True, False):
+        monkeypatch.delenv("FAILURES_AT_ONCE", raising=False)
+        if at_once:
+            monkeypatch.setenv("FAILURES_AT_ONCE", "1")
+        conftest.pytest_runtest_logreport(failed)
+        conftest.pytest_runtest_logreport(passed)
+        out = capsys.readouterr().out
+        assert ("test_x.py::test_y (call) failed" in out and "the reason" in out) == at_once, out
+        assert "test_z" not in out
