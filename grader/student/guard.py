@@ -929,11 +929,6 @@ _TENSOR_TYPES = tuple(t for t in (torch.Tensor, torch.nn.Parameter, getattr(torc
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
 
 
-def _plain_argument(value) -> bool:
-    """Whether a launch may be handed `value`: plain data all the way down (_odd_part)."""
-    return _odd_part(value) is None
-
-
 def _odd_part(value, functions: bool = False, depth: int = 0) -> str | None:
     """The class of the first thing in `value` that is not plain data, or None when all of it is. Triton's
     own objects count as plain when everything they hold is: a red team put objects of its own class in
@@ -1298,7 +1293,7 @@ def _summary(tensor, original_repr, watcher) -> str:
 class _Watch:
     """What the watch in force sees: its record, its dispatch mode and the caller's stream."""
 
-    def __init__(self, record, watcher, compile_ahead, ops=True):
+    def __init__(self, record, watcher, compile_ahead, ops):
         self.record, self.watcher = record, watcher
         self.compile_ahead = compile_ahead   # not while timing: its calls pay for nothing but the launch
         self.ops = ops                       # PyTorch's ops watched (not while timing)
@@ -1705,7 +1700,7 @@ def _plain_source(source) -> bool:
         return True
     if kind.__module__ == "numpy" and kind.__name__ == "ndarray":
         return source.dtype.kind != "O"
-    return _plain_argument(source)
+    return _odd_part(source) is None
 
 
 def _poison_grown(storage, before: int, dtype=torch.uint8) -> None:
