@@ -819,7 +819,9 @@ def unused(x, p, seed):"""},
       ".to(torch.float32).reshape(1), n_cols,"}, ["(dh)", "elements differ", "in the whole batch"]),
     ("linear + cross-entropy: the backward ignores the incoming gradient", "day5/linear_cross_entropy",
      "day5.linear_cross_entropy",
-     {"return grad_h.mul_(grad_loss), grad_w.mul_(grad_loss), None": "return grad_h, grad_w, None"},
+     {"        for grad in (grad_h, grad_w):   # times the incoming gradient, read where it is (no .item(), no wait)\n"
+      "            scale_kernel[(triton.cdiv(grad.numel(), 8192),)](grad, grad_loss, grad.numel(), BLOCK=8192, num_warps=8)\n":
+      ""},
      ["(dh)", "elements differ", "incoming gradient"]),
     ("linear + cross-entropy: ignored rows keep a gradient", "day5/linear_cross_entropy",
      "day5.linear_cross_entropy",
@@ -1058,13 +1060,25 @@ HONEST_VARIANTS = [
         "    dkdv_kernel[(triton.cdiv(n, bn), b * h)](q, k, v, do, lse, delta, dk, dv, dq32, n,",
         "    bm, bn, warps, stages = q_tiles\n": "    dq = dq32.to(q.dtype)\n    return dq, dk, dv\n",
     }),
+    # the backward's multiply by PyTorch (the reference's Triton kernel is optional), the lecture's chunks of
+    # 1024 rows and its zeroed accumulator
+    ("linear + cross-entropy: PyTorch's mul_ in the backward, zeros and addmm_", "day5/linear_cross_entropy",
+     "day5.linear_cross_entropy",
+     {"        for grad in (grad_h, grad_w):   # times the incoming gradient, read where it is (no .item(), no wait)\n"
+      "            scale_kernel[(triton.cdiv(grad.numel(), 8192),)](grad, grad_loss, grad.numel(), BLOCK=8192, num_warps=8)\n"
+      "        return grad_h, grad_w, None\n": "        return grad_h.mul_(grad_loss), grad_w.mul_(grad_loss), None\n",
+      "        chunk = 2048 if h.is_cuda else 16\n": "        chunk = 1024 if h.is_cuda else 16\n",
+      "        grad_w = torch.empty_like(w)": "        grad_w = torch.zeros_like(w)",
+      "            if start == 0:\n                torch.mm(z.t(), h[start:end], out=grad_w)          # dL/dW = dZ^T h_c: nothing to add to yet\n"
+      "            else:\n                grad_w.addmm_(z.t(), h[start:end])                 # dL/dW += dZ^T h_c\n":
+      "            grad_w.addmm_(z.t(), h[start:end])\n"}),
     # the weight's gradient summed in float32 and converted at the end (lecture 04's default): right,
     # but it misses the memory target on a GPU (tests/test_memory.py)
     ("linear + cross-entropy: a float32 sum", "day5/linear_cross_entropy", "day5.linear_cross_entropy",
      dict(FLOAT32_SUM)),
     # one row at a time, and the log-sum-exp in base 2
     ("linear + cross-entropy: chunks of one row, base 2", "day5/linear_cross_entropy", "day5.linear_cross_entropy",
-     {"chunk = 1024 if h.is_cuda else 16": "chunk = 1",
+     {"chunk = 2048 if h.is_cuda else 16": "chunk = 1",
       "s = s * tl.exp(m - m_new) + tl.sum(tl.exp(z - m_new), axis=0)":
       "s = s * tl.math.exp2((m - m_new) * 1.4426950408889634) + tl.sum(tl.math.exp2((z - m_new) * 1.4426950408889634), axis=0)"}),
     # int32 targets for the kernel, the count taken from them after the loop (red team: refused by an
@@ -1085,8 +1099,10 @@ HONEST_VARIANTS = [
       "    tl.store(losses_ptr + row, tl.where(counted, lse - z_t, 0.0) * tl.load(scale_ptr))\n",
       "            torch.mm(z, w, out=grad_h[start:end])                  # dL/dh of the chunk\n":
       "            torch.mm(z, w, out=grad_h[start:end])\n            grad_h[start:end].mul_(scale)\n",
-      "            grad_w.addmm_(z.t(), h[start:end])                     # dL/dW += dZ^T h_c\n":
-      "            grad_w.addmm_(z.t(), (h[start:end] * scale).to(h.dtype))\n",
+      "                torch.mm(z.t(), h[start:end], out=grad_w)          # dL/dW = dZ^T h_c: nothing to add to yet\n":
+      "                torch.mm(z.t(), (h[start:end] * scale).to(h.dtype), out=grad_w)\n",
+      "                grad_w.addmm_(z.t(), h[start:end])                 # dL/dW += dZ^T h_c\n":
+      "                grad_w.addmm_(z.t(), (h[start:end] * scale).to(h.dtype))\n",
       "        return (losses.sum() * scale[0]).to(h.dtype)": "        return losses.sum().to(h.dtype)"}),
     # the residual additions by PyTorch after the products, a projection through F.linear
     ("training step: residuals added apart, F.linear", "day5/training_step", "day5.training_step",
@@ -1218,7 +1234,7 @@ HONEST_VARIANTS = [
     # once refused for the guard's own reading of its figures, counted as the student's
     ("linear + cross-entropy: the scale applied by PyTorch to small chunks", "day5/linear_cross_entropy",
      "day5.linear_cross_entropy",
-     {"        chunk = 1024 if h.is_cuda else 16\n": "        chunk = 1024 if h.is_cuda else 4\n",
+     {"        chunk = 2048 if h.is_cuda else 16\n": "        chunk = 2048 if h.is_cuda else 4\n",
       "        scale = 1.0 / (targets != -100).sum().clamp(min=1).to(torch.float32).reshape(1)   # stays on the GPU\n":
       "        inv = 1.0 / max(int((targets != -100).sum()), 1)\n"
       "        scale = torch.ones(1, dtype=torch.float32, device=h.device)\n",
@@ -1243,10 +1259,10 @@ HONEST_VARIANTS = [
      {'    losses = torch.empty(2, n_rows, dtype=torch.float32, device=logits.device)\n': '    losses = torch.full((2, n_rows), 0.0, dtype=torch.float32, device=logits.device)\n', '    total, count = losses.sum(dim=1)\n    return total / count': '    total, count = losses.sum(dim=1)\n    return total / torch.maximum(count, torch.tensor(1.0, device=count.device))'}),
     # chunks of 2 rows with three fills of numbers each (a zeroed logits buffer, zeroed losses, a scale)
     ('linear + cross-entropy: chunks of 2 rows, three fills each', 'day5/linear_cross_entropy', 'day5.linear_cross_entropy',
-     {'chunk = 1024 if h.is_cuda else 16': 'chunk = 1024 if h.is_cuda else 2', '            z = torch.mm(h[start:end], w.t())                      # (C, V): the only logits that exist\n': '            z = torch.empty((end - start, n_cols), device=h.device, dtype=h.dtype).fill_(0.0)\n            torch.mm(h[start:end], w.t(), out=z)\n            losses[start:end].fill_(0.0)\n            chunk_scale = torch.full((1,), 1.0, device=h.device) * scale\n', 'targets[start:end], losses[start:end], scale, n_cols,': 'targets[start:end], losses[start:end], chunk_scale, n_cols,'}),
+     {'chunk = 2048 if h.is_cuda else 16': 'chunk = 2048 if h.is_cuda else 2', '            z = torch.mm(h[start:end], w.t())                      # (C, V): the only logits that exist\n': '            z = torch.empty((end - start, n_cols), device=h.device, dtype=h.dtype).fill_(0.0)\n            torch.mm(h[start:end], w.t(), out=z)\n            losses[start:end].fill_(0.0)\n            chunk_scale = torch.full((1,), 1.0, device=h.device) * scale\n', 'targets[start:end], losses[start:end], scale, n_cols,': 'targets[start:end], losses[start:end], chunk_scale, n_cols,'}),
     # RMSNorm's pattern: one float32 partial dW per chunk, summed by PyTorch at the end
     ('linear + cross-entropy: a float32 partial dW per chunk, summed by PyTorch', 'day5/linear_cross_entropy', 'day5.linear_cross_entropy',
-     {"        grad_w = torch.zeros_like(w)       # summed in w's dtype by addmm_: no float32 copy of W's size\n": '        grad_w_parts = torch.empty((triton.cdiv(n, chunk), n_cols, h.shape[1]), dtype=torch.float32, device=h.device)\n', '            grad_w.addmm_(z.t(), h[start:end])                     # dL/dW += dZ^T h_c\n': '            torch.mm(z.t().float(), h[start:end].float(), out=grad_w_parts[start // chunk])\n', '        ctx.grads = (grad_h, grad_w)\n': '        grad_w = grad_w_parts.sum(0).to(w.dtype)\n        ctx.grads = (grad_h, grad_w)\n'}),
+     {"        grad_w = torch.empty_like(w)       # summed in w's dtype by addmm_: no float32 copy of W's size\n": '        grad_w_parts = torch.empty((triton.cdiv(n, chunk), n_cols, h.shape[1]), dtype=torch.float32, device=h.device)\n', '            if start == 0:\n                torch.mm(z.t(), h[start:end], out=grad_w)          # dL/dW = dZ^T h_c: nothing to add to yet\n            else:\n                grad_w.addmm_(z.t(), h[start:end])                 # dL/dW += dZ^T h_c\n': '            torch.mm(z.t().float(), h[start:end].float(), out=grad_w_parts[start // chunk])\n', '        ctx.grads = (grad_h, grad_w)\n': '        grad_w = grad_w_parts.sum(0).to(w.dtype)\n        ctx.grads = (grad_h, grad_w)\n'}),
     # whole 32-bit integers, four per call, compared with p * 2^32
     ("dropout: 32-bit integers against a threshold", "day5/dropout", "day5.dropout",
      {"(BLOCK // 8) + tl.arange(0, BLOCK // 8))": "(BLOCK // 4) + tl.arange(0, BLOCK // 4))",
