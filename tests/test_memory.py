@@ -105,7 +105,9 @@ def test_a_backward_that_only_scales_is_fine_for_a_loss_whose_forward_made_the_g
 
 # -- on a GPU: the figures themselves ---------------------------------------------------------------------
 
-SMALL = dataclasses.replace(SPEC, speed_shape=(2048, 512, 32_000, 0.1))
+# Four of the reference's chunks of 2048 rows, and a weight large enough next to one chunk's logits that
+# a float32 sum of its gradient misses the memory target, as at the graded shape.
+SMALL = dataclasses.replace(SPEC, speed_shape=(8192, 3072, 32_000, 0.1))
 
 
 def _solution(tmp_path, replace=()):
@@ -152,7 +154,9 @@ def test_on_a_gpu_the_chunked_step_needs_less_memory_and_a_kept_workspace_counts
         return solution(h, w, t)
 
     kept, _ = checks.measure_memory(SMALL, with_workspace, torch.bfloat16, gen)
-    assert kept >= yours + logits
+    # (less 2 MiB: the caching allocator rounds large blocks up to whole 2 MiB, so the same tensors can
+    # count a MiB apart in two steps; one chunk's logits here are 62.5 of them)
+    assert kept >= yours + logits - 2 * 2**20
 
 
 @needs_gpu("peak memory is counted by the CUDA caching allocator")
