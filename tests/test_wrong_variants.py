@@ -349,6 +349,16 @@ def _skip_without_host_descriptors(replace):
     if replace.items() >= _TMA_ON.items() and importlib.util.find_spec("triton.tools.tensor_descriptor") is None:
         pytest.skip("this Triton makes no tensor descriptors on the host")
 
+# Lines of the linear + cross-entropy reference that several variants replace: the backward's multiply by
+# the incoming gradient, and the chunks' sum of the weight's gradient.
+LCE_SCALED = ("        for grad in (grad_h, grad_w):   # times the incoming gradient, read where it is (no .item(), no wait)\n"
+              "            scale_kernel[(triton.cdiv(grad.numel(), 8192),)](grad, grad_loss, grad.numel(), BLOCK=8192, num_warps=8)\n")
+LCE_DW_SUM = ("            if start == 0:\n"
+              "                torch.mm(z.t(), h[start:end], out=grad_w)          # dL/dW = dZ^T h_c: nothing to add to yet\n"
+              "            else:\n"
+              "                grad_w.addmm_(z.t(), h[start:end])                 # dL/dW += dZ^T h_c\n")
+
+
 VARIANTS = [
     # (id, notebook, exercise key, {old: new}, words the message must contain)
     ("softmax: no max subtraction", "day2/softmax", "day2.softmax",
@@ -819,9 +829,7 @@ def unused(x, p, seed):"""},
       ".to(torch.float32).reshape(1), n_cols,"}, ["(dh)", "elements differ", "in the whole batch"]),
     ("linear + cross-entropy: the backward ignores the incoming gradient", "day5/linear_cross_entropy",
      "day5.linear_cross_entropy",
-     {"        for grad in (grad_h, grad_w):   # times the incoming gradient, read where it is (no .item(), no wait)\n"
-      "            scale_kernel[(triton.cdiv(grad.numel(), 8192),)](grad, grad_loss, grad.numel(), BLOCK=8192, num_warps=8)\n":
-      ""},
+     {LCE_SCALED: ""},
      ["(dh)", "elements differ", "incoming gradient"]),
     ("linear + cross-entropy: ignored rows keep a gradient", "day5/linear_cross_entropy",
      "day5.linear_cross_entropy",
@@ -1064,13 +1072,10 @@ HONEST_VARIANTS = [
     # 1024 rows and its zeroed accumulator
     ("linear + cross-entropy: PyTorch's mul_ in the backward, zeros and addmm_", "day5/linear_cross_entropy",
      "day5.linear_cross_entropy",
-     {"        for grad in (grad_h, grad_w):   # times the incoming gradient, read where it is (no .item(), no wait)\n"
-      "            scale_kernel[(triton.cdiv(grad.numel(), 8192),)](grad, grad_loss, grad.numel(), BLOCK=8192, num_warps=8)\n"
-      "        return grad_h, grad_w, None\n": "        return grad_h.mul_(grad_loss), grad_w.mul_(grad_loss), None\n",
+     {LCE_SCALED + "        return grad_h, grad_w, None\n": "        return grad_h.mul_(grad_loss), grad_w.mul_(grad_loss), None\n",
       "        chunk = 2048 if h.is_cuda else 16\n": "        chunk = 1024 if h.is_cuda else 16\n",
       "        grad_w = torch.empty_like(w)": "        grad_w = torch.zeros_like(w)",
-      "            if start == 0:\n                torch.mm(z.t(), h[start:end], out=grad_w)          # dL/dW = dZ^T h_c: nothing to add to yet\n"
-      "            else:\n                grad_w.addmm_(z.t(), h[start:end])                 # dL/dW += dZ^T h_c\n":
+      LCE_DW_SUM:
       "            grad_w.addmm_(z.t(), h[start:end])\n"}),
     # the weight's gradient summed in float32 and converted at the end (lecture 04's default): right,
     # but it misses the memory target on a GPU (tests/test_memory.py)
@@ -1262,7 +1267,7 @@ HONEST_VARIANTS = [
      {'chunk = 2048 if h.is_cuda else 16': 'chunk = 2048 if h.is_cuda else 2', '            z = torch.mm(h[start:end], w.t())                      # (C, V): the only logits that exist\n': '            z = torch.empty((end - start, n_cols), device=h.device, dtype=h.dtype).fill_(0.0)\n            torch.mm(h[start:end], w.t(), out=z)\n            losses[start:end].fill_(0.0)\n            chunk_scale = torch.full((1,), 1.0, device=h.device) * scale\n', 'targets[start:end], losses[start:end], scale, n_cols,': 'targets[start:end], losses[start:end], chunk_scale, n_cols,'}),
     # RMSNorm's pattern: one float32 partial dW per chunk, summed by PyTorch at the end
     ('linear + cross-entropy: a float32 partial dW per chunk, summed by PyTorch', 'day5/linear_cross_entropy', 'day5.linear_cross_entropy',
-     {"        grad_w = torch.empty_like(w)       # summed in w's dtype by addmm_: no float32 copy of W's size\n": '        grad_w_parts = torch.empty((triton.cdiv(n, chunk), n_cols, h.shape[1]), dtype=torch.float32, device=h.device)\n', '            if start == 0:\n                torch.mm(z.t(), h[start:end], out=grad_w)          # dL/dW = dZ^T h_c: nothing to add to yet\n            else:\n                grad_w.addmm_(z.t(), h[start:end])                 # dL/dW += dZ^T h_c\n': '            torch.mm(z.t().float(), h[start:end].float(), out=grad_w_parts[start // chunk])\n', '        ctx.grads = (grad_h, grad_w)\n': '        grad_w = grad_w_parts.sum(0).to(w.dtype)\n        ctx.grads = (grad_h, grad_w)\n'}),
+     {"        grad_w = torch.empty_like(w)       # summed in w's dtype by addmm_: no float32 copy of W's size\n": '        grad_w_parts = torch.empty((triton.cdiv(n, chunk), n_cols, h.shape[1]), dtype=torch.float32, device=h.device)\n', LCE_DW_SUM: '            torch.mm(z.t().float(), h[start:end].float(), out=grad_w_parts[start // chunk])\n', '        ctx.grads = (grad_h, grad_w)\n': '        grad_w = grad_w_parts.sum(0).to(w.dtype)\n        ctx.grads = (grad_h, grad_w)\n'}),
     # whole 32-bit integers, four per call, compared with p * 2^32
     ("dropout: 32-bit integers against a threshold", "day5/dropout", "day5.dropout",
      {"(BLOCK // 8) + tl.arange(0, BLOCK // 8))": "(BLOCK // 4) + tl.arange(0, BLOCK // 4))",
