@@ -26,7 +26,7 @@ on_gpu_only = needs_gpu()
 # `make test-fast` leaves these files out, `make test` and CI run everything.
 FILES_MARKED = {
     "e2e": {"test_adversarial_batch", "test_checker", "test_cli", "test_colab_runtime",
-            "test_headless", "test_isolation", "test_nbgrader_pipeline", "test_parallel_batch",
+            "test_headless", "test_isolation", "test_kernel_forks", "test_nbgrader_pipeline", "test_parallel_batch",
             "test_redteam", "test_redteam_pipeline_softmax", "test_student_edition"},
     "browser": {"test_browser"},
     "postgres": {"test_gradebook_postgres"},

@@ -553,7 +553,8 @@ SNOOPED = {"classmates' submissions": "../../../submitted", "the gradebook": "..
            "the hidden cases and prediction formulas": str(REPO / "grader" / "exercises" / "day1.py"),
            # the kernel's home is in the batch's scratch folder (~/..), beside what only the grader may use:
            "the gates that start notebooks": "~/../gates",
-           "the fork server that starts nbgrader as root": "~/../server/nbgrader.sock"}
+           "the fork server that starts nbgrader as root": "~/../server/nbgrader.sock",
+           "the server that forks kernels as root": "~/../server/kernels.sock"}
 
 
 def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(course_copy):

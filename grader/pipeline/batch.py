@@ -43,7 +43,7 @@ from pathlib import Path
 
 from grader.checker import FLAGGED, GO_ENV, ready_file
 from grader.course import Course
-from grader.pipeline import fork_server, gpus, gradebook, processes, sandbox
+from grader.pipeline import fork_server, gpus, gradebook, kernel_forks, processes, sandbox
 
 # How many notebooks a worker starts ahead of the one that runs: two, so that a notebook that takes a
 # second or two (a prediction exercise) does not leave the next one's seconds of setting up in turn.
@@ -446,15 +446,24 @@ def autograde_day(root: Path, day: str, timeout_s: float = 900, students=None, w
 
     start = time.monotonic()
     closed = sandbox.closed_workspace(course, log, exercise_data=True) if why_not is None else contextlib.nullcontext()
+    kernels = None              # the server that forks sandboxed kernels (kernel_forks.py)
     try:
         (scratch / "server").mkdir(mode=0o700)
+        if why_not is None:
+            home = scratch / "server" / "home"
+            home.mkdir()
+            kernels = kernel_forks.server(scratch / "server", sandbox.kernel_env(home, env),
+                                          cwd=env[sandbox.KERNEL_GRADER_ENV])
         forks = fork_server.ForkServer(scratch / "server", env, course.root)
+        if kernels is not None and kernels.ready:
+            env[kernel_forks.SOCKET_ENV] = kernels.path
         with closed, concurrent.futures.ThreadPoolExecutor(max_workers=len(devices)) as pool:
             for future in [pool.submit(worker, device) for device in devices]:
                 runs += future.result()
     finally:
-        if forks is not None:
-            forks.close()
+        for server in (forks, kernels):
+            if server is not None:
+                server.close()
         processes.kill_orphans()
         processes.adopt_orphans(False)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -74,8 +74,12 @@ def _cuda_initialized() -> bool:
     return False
 
 
-def serve(path: str) -> None:
-    for module in PRELOAD:
+def serve(path: str, preload=PRELOAD, become=None, fds_per_request: int = 1) -> None:
+    """Import `preload`, then fork for each request: the fork runs become(request, fds, sockets) (by default
+    the notebook's nbgrader), which must end the process; this one reaps it and answers its exit status.
+    grader/pipeline/kernel_forks.py serves kernels the same way."""
+    become = become or _become_nbgrader
+    for module in preload:
         importlib.import_module(module)
     if _python_threads() != 1:
         print(f"fork server: {_python_threads()} threads after the imports; not serving", file=sys.stderr,
@@ -95,18 +99,24 @@ def serve(path: str) -> None:
             conn, _ = server.accept()
             conn.settimeout(10)   # the batch sends its request as soon as it connects
             try:
-                message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 1)
+                message, fds, _, _ = socket.recv_fds(conn, 1 << 20, fds_per_request)
             except OSError:
                 message, fds = b"", []
-            if not fds:
+            if len(fds) != fds_per_request:
+                for fd in fds:
+                    os.close(fd)
                 conn.close()
                 continue
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                _become_nbgrader(json.loads(message), fds[0], [server, conn, *waiting.values()])
-            os.close(fds[0])
+                try:
+                    become(json.loads(message), fds, [server, conn, *waiting.values()])
+                finally:   # a fork must never return into the server's loop
+                    os._exit(1)
+            for fd in fds:
+                os.close(fd)
             waiting[pid] = conn
             try:
                 conn.send(str(pid).encode())
@@ -130,11 +140,12 @@ def serve(path: str) -> None:
     # gives up by itself, grader.checker.headless).
 
 
-def _become_nbgrader(request: dict, out_fd: int, sockets: list) -> None:
+def _become_nbgrader(request: dict, fds: list, sockets: list) -> None:
     """In the fork: the notebook's nbgrader, as `python -m MODULE ARGS` started in its folder would be."""
     try:
         for s in sockets:
             s.close()
+        out_fd, = fds
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
         os.close(out_fd)
@@ -183,18 +194,26 @@ class ForkServer:
     """The batch's side: start the server, ask it for forks; None from `start` means "start nbgrader as
     usual" (the server could not start, or the command is not nbgrader_process's)."""
 
-    def __init__(self, folder: Path, env: dict, cwd: Path):
-        self.path, self.proc, self.ready = str(Path(folder) / "nbgrader.sock"), None, False
-        if os.environ.get(OFF_ENV) == "0":
+    def __init__(self, folder: Path, env: dict, cwd: Path, module: str = "grader.pipeline.fork_server",
+                 off_env: str = OFF_ENV, name: str = "nbgrader.sock"):
+        self.path, self.proc, self._ready = str(Path(folder) / name), None, None
+        if os.environ.get(off_env) == "0":
             return
-        # In the course's root, as nbgrader was started: `python -m` puts its folder first on the import
+        # `python -m` puts its folder (the course's root, as nbgrader was started) first on the import
         # path of the server and every fork, so it must not be one that student code can write (/tmp).
-        self.proc = processes.start([sys.executable, "-m", "grader.pipeline.fork_server", self.path], env=env,
+        self.proc = processes.start([sys.executable, "-m", module, self.path], env=env,
                                     cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not os.path.exists(self.path) and self.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        self.ready = os.path.exists(self.path) and self.proc.poll() is None
+
+    @property
+    def ready(self) -> bool:
+        """Whether the server serves: waits for it the first time (two servers start side by side)."""
+        if self._ready is None:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while (self.proc is not None and not os.path.exists(self.path) and self.proc.poll() is None
+                   and time.monotonic() < deadline):
+                time.sleep(0.02)
+            self._ready = self.proc is not None and os.path.exists(self.path) and self.proc.poll() is None
+        return self._ready
 
     def start(self, command: list, cwd, env: dict, out) -> Forked | None:
         if not self.ready or command[:3] != [sys.executable, "-m", MODULE]:

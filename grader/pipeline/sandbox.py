@@ -50,6 +50,9 @@ SECRETS = ("NBGRADER_DB_URL", "PGPASSWORD", "PGPASSFILE", "GRADER_SECRET_SEED")
 # Where the launcher writes its kernel's user id (set by the batch for each notebook, in a folder that is
 # the grader's alone): after the notebook, every process of that user is killed (kill_users).
 UIDS_ENV = "GRADER_KERNEL_UIDS"
+# What the batch tells each launcher and no kernel needs: where it records its kernel's user id, where
+# it finds the kernel server (kernel_forks.SOCKET_ENV).
+LAUNCHER_ONLY = (UIDS_ENV, "GRADER_KERNEL_SERVER")
 # The most processes and threads a kernel's user may have at once (RLIMIT_NPROC counts both). A kernel
 # with torch's thread pool and Triton's compiler threads uses tens to a few hundred on a machine with
 # many cores; a notebook that forks without end is stopped there instead of filling the machine's
@@ -109,7 +112,7 @@ def _as_a_kernel_user(args: list, confined: bool = False):
                 raise OSError(why)
     try:
         os.chown(home, uid, uid)
-        return subprocess.run([sys.executable, *args], cwd=home, env=_kernel_env(Path(home)), preexec_fn=become,
+        return subprocess.run([sys.executable, *args], cwd=home, env=kernel_env(Path(home)), preexec_fn=become,
                               capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.SubprocessError) as e:
         return e
@@ -444,8 +447,11 @@ def kernelspec_dir(parent: Path) -> Path:
     return Path(parent)
 
 
-def _kernel_env(home: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in SECRETS and k != UIDS_ENV}
+def kernel_env(home: Path, base: dict | None = None) -> dict:
+    """A kernel's environment: the grader's (`base`, by default this process's) without its secrets and
+    the batch's own settings for the launcher, the grader without answers first on its import path."""
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if k not in SECRETS and k not in LAUNCHER_ONLY}
     if env.get(KERNEL_GRADER_ENV):   # the grader without answers comes first (kernel_grader)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.pop(KERNEL_GRADER_ENV), env.get("PYTHONPATH")]))
     env.update(HOME=str(home), TRITON_CACHE_DIR=str(home / "triton"), MPLCONFIGDIR=str(home / "matplotlib"),
@@ -513,18 +519,35 @@ KERNEL_MAIN = ("import sys; sys.path[0] == '' and sys.path.pop(0); import torch;
 
 
 def launch(connection_file: str, extra: list) -> None:
-    """Become the kernel: a private home, a user of its own, then ipykernel (this process is replaced)."""
+    """Become the kernel: a private home, a user of its own, then ipykernel (this process is replaced, or
+    stands in for a kernel forked by the batch's kernel server: kernel_forks.py)."""
     uid = kernel_uid()
     home = Path(tempfile.mkdtemp(prefix="grader-kernel-", dir=os.environ.get("GRADER_SANDBOX_TMP")))
     connection = home / "connection.json"
     shutil.copy(connection_file, connection)
     for path in (home, connection):
         os.chown(path, uid, uid)
-    env = _kernel_env(home)
+    env = kernel_env(home)
     record = os.environ.get(UIDS_ENV)
     if record:
         with open(record, "a") as f:
             f.write(f"{uid}\n")
+        # Forked only where the batch kills every process of this user when the notebook ends: a launcher
+        # killed outright leaves its forked kernel running until then.
+        from grader.pipeline import kernel_forks
+        status = kernel_forks.run_forked(uid, str(home), str(connection), extra, env)
+        if status is not None:
+            if status < 0:   # killed by a signal: end the same way
+                signal.signal(-status, signal.SIG_DFL)
+                os.kill(os.getpid(), -status)
+            os._exit(status & 0xFF)
+    confine(uid, str(home))
+    os.execve(sys.executable, [sys.executable, "-c", KERNEL_MAIN, "-f", str(connection), *extra], env)
+
+
+def confine(uid: int, home: str) -> None:
+    """What a kernel's process does, as root, before it runs any of the kernel's code: its limits, its user
+    of its own, and its writes confined. In the notebook's folder (its working directory)."""
     resource.setrlimit(resource.RLIMIT_NPROC, (process_limit(), process_limit()))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # no core files of a crashed GPU process on the disk
     # No file past FILE_SIZE_ENV: the write fails (EFBIG) instead of the signal killing the kernel.
@@ -537,10 +560,9 @@ def launch(connection_file: str, extra: list) -> None:
     # Writes only to its home, its notebook's folder (where nbgrader starts it), /tmp and devices, and not
     # to its own memory through /proc (grader/pipeline/landlock.py); where that cannot be, file modes alone.
     if os.environ.get(LANDLOCK_ENV) == "1":
-        why = _confine_writes(str(home), os.getcwd())
+        why = _confine_writes(home, os.getcwd())
         if why is not None:   # into nbgrader's log; the kernel runs, confined by file modes alone
             print(f"grading sandbox: writes not confined ({why})", file=sys.stderr, flush=True)
-    os.execve(sys.executable, [sys.executable, "-c", KERNEL_MAIN, "-f", str(connection), *extra], env)
 
 
 if __name__ == "__main__":
