@@ -575,8 +575,13 @@ def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(c
     printed = _printed(course_copy, "zzz_snoop")
     for what in SNOOPED:
         assert f"REFUSED {what} PermissionError" in printed, printed
-    confined = sandbox.writes_confined() is None
-    assert ("REFUSED its own memory PermissionError" if confined else "WROTE its own memory") in printed, printed
+    # Where Landlock cannot be used (writes_confined says why), file modes alone apply: a started kernel
+    # wrote its own memory there; a kernel forked from the batch's kernel server was refused it on an H200
+    # machine (its /proc files stayed root's, though it is marked dumpable as a started kernel is).
+    if sandbox.writes_confined() is None:
+        assert "REFUSED its own memory PermissionError" in printed, printed
+    else:
+        assert "WROTE its own memory" in printed or "REFUSED its own memory PermissionError" in printed, printed
     # Afterwards the workspace is open again to the instructor's own account, as before grading.
     grading = course_copy / "grading"
     for path in (grading, grading / "submitted", grading / "gradebook.db", grading / "autograded" / "zzz_snoop" / "day1"):
