@@ -6,6 +6,8 @@ tests/test_adversarial_batch.py: one class for every case, each notebook graded 
 import subprocess
 import sys
 
+import pytest
+
 
 def test_the_quicker_nbgrader_process_keeps_nbgrader_s_exit_status(tmp_path):
     def run(*args):
@@ -19,3 +21,24 @@ def test_the_quicker_nbgrader_process_keeps_nbgrader_s_exit_status(tmp_path):
                             "import jsonschema; print(sys.modules.get('rfc3987_syntax'))"],
                            capture_output=True, text=True, timeout=120)
     assert probe.stdout.strip() == "None", probe.stdout + probe.stderr
+
+
+def test_a_memory_error_of_nbgrader_s_own_is_said_in_words_where_its_resident_peak_stayed_low(monkeypatch):
+    # nbgrader catches the MemoryError and logs its traceback; the batch tells the student only from this line
+    import resource
+    from nbgrader.converters.base import BaseConverter
+    from grader.pipeline import nbgrader_process, sandbox
+    def convert(self, name):
+        raise {"x.ipynb": MemoryError, "y.ipynb": ValueError}[name]()
+    monkeypatch.setattr(BaseConverter, "convert_single_notebook", convert)   # put back after the test
+    monkeypatch.setattr(nbgrader_process, "_memory_errors", [])
+    soft = 64 * 2**30   # far above what this process holds: its peak alone says nothing
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (soft, resource.RLIM_INFINITY))
+    nbgrader_process.note_memory_errors()
+    for name, error in (("y.ipynb", ValueError), ("x.ipynb", MemoryError)):
+        with pytest.raises(error):   # nbgrader still gets the error, and handles it as before
+            BaseConverter.convert_single_notebook(object(), name)
+        if error is ValueError:      # another error is not memory
+            assert nbgrader_process.ran_out_of_memory() is None
+    said = nbgrader_process.ran_out_of_memory()
+    assert said is not None and said.startswith(sandbox.OUT_OF_MEMORY), said

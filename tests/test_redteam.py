@@ -795,10 +795,14 @@ def test_a_notebook_writes_files_only_so_large_and_leaves_none_behind(course_cop
     # every student, the disk fills across a batch. A kernel may write files of GRADER_FILE_SIZE_LIMIT_GIB at
     # most (1 GiB unless set; 8 MiB here), and what it made in its notebook's folder is removed when the
     # notebook ends (grader/pipeline/sandbox.py, reclaim). Written by code the submission rules may refuse.
+    # The limit here is 8 MiB, 256 MiB on a GPU: the kernel hands the checker its outputs as files, and
+    # those of vector add's hidden GPU cases (2**24 + 3 floats) passed 8 MiB (on an H200 the classmate's
+    # honest notebook then scored 0: "File too large").
     require_sandbox()
-    monkeypatch.setenv("GRADER_FILE_SIZE_LIMIT_GIB", str(8 / 1024))
+    limit_mib = 256 if DEVICE.is_gpu else 8
+    monkeypatch.setenv("GRADER_FILE_SIZE_LIMIT_GIB", str(limit_mib / 1024))
     nb = filled("day1", "vector_add")
-    insert_before(nb, "test_add_correct", textwrap.dedent('''
+    insert_before(nb, "test_add_correct", textwrap.dedent(f'''
         import os
         os.makedirs("mine/deeper", exist_ok=True)
         for name in ("leftover.bin", "mine/deeper/small.bin"):
@@ -806,13 +810,13 @@ def test_a_notebook_writes_files_only_so_large_and_leaves_none_behind(course_cop
                 f.write(bytes(2**20))
         try:
             with open("big.bin", "wb") as f:
-                f.write(bytes(16 * 2**20))
-            print("WROTE 16 MiB")
+                f.write(bytes({2 * limit_mib} * 2**20))
+            print("WROTE twice the limit")
         except OSError as e:
-            print("REFUSED 16 MiB", e.errno)
+            print("REFUSED twice the limit", e.errno)
         '''))
     runs, scores = _grade(course_copy, {"rt_disk": nb, "zz_classmate": filled("day1", "vector_add")}, sanitize=False)
-    assert "REFUSED 16 MiB 27" in _printed(course_copy, "rt_disk")      # EFBIG, and the kernel goes on
+    assert "REFUSED twice the limit 27" in _printed(course_copy, "rt_disk")      # EFBIG, and the kernel goes on
     assert scores["rt_disk"] == scores["zz_classmate"] > 0 and (DEVICE.is_gpu or scores["zz_classmate"] == 3.0), runs
     # What is left is what nbgrader put there, as for the classmate: the graded notebook and the day's files.
     left = sorted(p.name for p in _autograded(course_copy, "rt_disk").iterdir())

@@ -61,14 +61,39 @@ def limit_memory() -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
 
 
+_memory_errors = []   # MemoryErrors raised while this process graded its notebook (note_memory_errors)
+
+
 def ran_out_of_memory() -> str | None:
     """Whether this process came close to its RLIMIT_DATA (its peak resident memory, which the kernel's
-    processes do not count in, past 3/4 of it): how far, in words, or None."""
+    processes do not count in, past 3/4 of it), or ran out of it while it graded (a MemoryError of its
+    own: on an H200 machine nbgrader failed so at a resident peak below 3/4 of the limit, which counts
+    memory reserved and not yet used): how far, in words, or None."""
     soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # Linux gives kB
-    if soft == resource.RLIM_INFINITY or peak < 0.75 * soft:
+    if soft == resource.RLIM_INFINITY or (peak < 0.75 * soft and not _memory_errors):
         return None
     return f"{sandbox.OUT_OF_MEMORY} ({peak / 2**30:.1f} GiB at its peak, of {soft / 2**30:.1f} GiB)"
+
+
+def note_memory_errors() -> None:
+    """Note a MemoryError raised in this process while nbgrader converts (executes and grades) the notebook:
+    nbgrader catches it and logs only its traceback. A MemoryError in the kernel is the student's own: it
+    reaches this process as a cell's error output, never raised here."""
+    from nbgrader.converters.base import BaseConverter
+    if getattr(BaseConverter.convert_single_notebook, "noted", False):
+        return
+    convert = BaseConverter.convert_single_notebook
+
+    def noted_convert(self, *args, **kwargs):
+        try:
+            return convert(self, *args, **kwargs)
+        except MemoryError:
+            _memory_errors.append(True)
+            raise
+
+    noted_convert.noted = True
+    BaseConverter.convert_single_notebook = noted_convert
 
 
 def _size(value, depth: int = 0) -> int:
@@ -171,6 +196,7 @@ def main() -> None:
     try:
         limit_memory()
         mark_cells()
+        note_memory_errors()
         cap_outputs(float(os.environ.get(sandbox.OUTPUT_ENV) or sandbox.OUTPUT_LIMIT_MB))
         from nbgrader.apps.nbgraderapp import main as nbgrader_main
         sys.argv[0] = "nbgrader"
