@@ -793,7 +793,7 @@ def test_output_past_the_graders_memory_fails_that_notebook_alone_and_says_why(c
 def test_a_notebook_writes_files_only_so_large_and_leaves_none_behind(course_copy, monkeypatch):
     # A red team's notebook left a 64 MB file in its folder, the grader's after grading: at any size, for
     # every student, the disk fills across a batch. A kernel may write files of GRADER_FILE_SIZE_LIMIT_GIB at
-    # most (1 GiB unless set; 8 MiB here), and what it made in its notebook's folder is removed when the
+    # most (2 GiB unless set; 8 MiB here), and what it made in its notebook's folder is removed when the
     # notebook ends (grader/pipeline/sandbox.py, reclaim). Written by code the submission rules may refuse.
     # The limit here is 8 MiB, 256 MiB on a GPU: the kernel hands the checker its outputs as files, and
     # those of vector add's hidden GPU cases (2**24 + 3 floats) passed 8 MiB (on an H200 the classmate's

@@ -82,10 +82,13 @@ RUNNING_CELL = "grading: running cell"
 OUT_OF_MEMORY = "grading: nbgrader ran out of memory"
 # The largest file a kernel may write (RLIMIT_FSIZE), in GiB: a write past it fails with "File too large"
 # in the cell (the kernel ignores SIGXFSZ, which would kill it). Triton's and torch's caches hold files of
-# kB to a few MB, and the course's notebooks write none of their own. What a kernel leaves in its
-# notebook's folder is removed when the notebook ends (reclaim). GRADER_FILE_SIZE_LIMIT_GIB changes it.
+# kB to a few MB, and the course's notebooks write none of their own; but the kernel hands the checker
+# each output of a case as a file (grader/student/serve.py), and the largest, linear + cross-entropy's
+# weight gradient at its timed shape (128256 x 4096 in bfloat16), is 0.98 GiB: twice that, so an honest
+# output never meets the limit. What a kernel leaves in its notebook's folder is removed when the
+# notebook ends (reclaim). GRADER_FILE_SIZE_LIMIT_GIB changes it.
 FILE_SIZE_ENV = "GRADER_FILE_SIZE_LIMIT_GIB"
-FILE_SIZE_LIMIT_GIB = 1.0
+FILE_SIZE_LIMIT_GIB = 2.0
 # Where a batch's kernels import the grader from (put first on their PYTHONPATH by the launcher): a copy
 # without the hidden cases and the prediction formulas (kernel_grader), while the instructor's exercise
 # data is the grader's alone (closed_workspace). Unset: the kernel imports the grader as it is installed.
