@@ -97,12 +97,7 @@ def _become_kernel(request: dict, fds: list, sockets: list) -> None:
         traceback.print_exc()
         status = 1
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status)
+    fork_server.exit_flushed(status)
 
 
 def _python_path(env) -> list:

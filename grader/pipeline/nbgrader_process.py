@@ -39,7 +39,7 @@ import traceback
 # A None entry makes `import rfc3987_syntax` raise ImportError, which jsonschema handles.
 sys.modules.setdefault("rfc3987_syntax", None)
 
-from grader.pipeline import sandbox  # noqa: E402 - after the line above (it imports no jsonschema)
+from grader.pipeline import fork_server, sandbox  # noqa: E402 - after the line above (they import no jsonschema)
 
 
 # Past the output cap, each string of an error or a result (what nbgrader scores: an error is 0, a number
@@ -216,12 +216,7 @@ def main() -> None:
         if why:
             print(why, file=sys.stderr)
         logging.shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(status)
+        fork_server.exit_flushed(status)
 
 
 if __name__ == "__main__":
