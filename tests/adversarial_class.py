@@ -20,8 +20,10 @@ NOTEBOOKS = {day: sorted(p.stem for p in (REPO / "solutions" / day).glob("*.ipyn
              for day in ("day1", "day2", "day3", "day4", "day5")}
 
 # student -> (day, points without a GPU, points on a GPU, what it stands for). Day 1 is worth 8 of 14
-# without a GPU (the speed cells need one), day 2 11 of 17, day 3 8 of 12, day 4 7 of 12; day 5's
-# linear + cross-entropy 4 of 7.
+# without a GPU (the speed cells need one), day 2 11 of 17, day 3 8 of 12, day 4 7 of 12, day 5 15 of 26;
+# day 5's linear + cross-entropy 4 of 7. Every day's full solutions and untouched release are here: this
+# class is where the batch grades each of them (tests/test_nbgrader_pipeline.py grades them through plain
+# nbgrader on a GPU, and day 1's without one).
 EXPECTED = {
     "d1_full": ("day1", 8, 14, "everything right"),
     "d1_blank": ("day1", 0, 0, "the untouched release"),
@@ -68,6 +70,11 @@ EXPECTED = {
                      "timed runs checked at random catch it"),
     "d4_full": ("day4", 7, 12, "everything right"),
     "d4_sdpa": ("day4", 0, 0, "attention by F.scaled_dot_product_attention (the block calls it, so it too)"),
+    "d5_full": ("day5", 15, 26, "everything right"),
+    "d2_blank": ("day2", 0, 0, "the untouched release"),
+    "d3_blank": ("day3", 0, 0, "the untouched release"),
+    "d4_blank": ("day4", 0, 0, "the untouched release"),
+    "d5_blank": ("day5", 0, 0, "the untouched release"),
     "d5_lce_only": ("day5", 4, 7, "only linear + cross-entropy handed in, right"),
     "d5_lce_squares": ("day5", 0, 0, "linear + cross-entropy whose exp is PyTorch's: (1 + z/1024) squared ten "
                        "times with the permitted mul, beside the kernel (red team)"),
@@ -279,7 +286,7 @@ def submissions() -> dict:
         if student.endswith("_full"):
             for name in names:
                 give(student, day, name, filled(day, name), i)
-        elif student == "d1_blank":
+        elif student.endswith("_blank"):
             for name in names:
                 give(student, day, name, release(day, name), i)
         elif student in ("d1_only_add", "d1_stderr", "d1_huge_output", "d1_r_kernel", "d1_shell"):

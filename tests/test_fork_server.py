@@ -65,6 +65,29 @@ def test_a_fork_is_nbgrader_with_its_arguments_output_and_exit_status(forks, tmp
     assert forks.start([sys.executable, "-c", "pass"], tmp_path, dict(os.environ), tempfile.TemporaryFile()) is None
 
 
+def test_a_request_sent_while_the_server_imports_waits_and_one_it_refuses_falls_back(tmp_path):
+    # The server listens before it imports: a request sent meanwhile is answered once the imports are done.
+    # Where the imports leave a thread running it serves none, and `start` says so (None: a new process).
+    (tmp_path / "slow_server.py").write_text(
+        "import os, sys, threading, time\nfrom grader.pipeline import fork_server\n"
+        "if os.environ['HOW'] == 'refuse': threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "fork_server.serve(sys.argv[1])\n")
+    for how in ("serve", "refuse"):
+        folder = tmp_path / how
+        folder.mkdir(mode=0o700)
+        env = dict(os.environ, HOW=how, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]))
+        server = fork_server.ForkServer(folder, env, REPO, module="slow_server")
+        try:
+            assert server.ready   # listening, still importing
+            proc = server.start(NBGRADER + ["--version"], tmp_path, dict(os.environ), tempfile.TemporaryFile("w+"))
+            if how == "serve":
+                assert proc is not None and proc.wait(timeout=120) == 0
+            else:
+                assert proc is None and server.proc.wait(timeout=60) == 3
+        finally:
+            server.close()
+
+
 def test_the_server_can_be_turned_off(tmp_path, monkeypatch):
     monkeypatch.setenv(fork_server.OFF_ENV, "0")
     server = fork_server.ForkServer(tmp_path, dict(os.environ), REPO)

@@ -22,6 +22,7 @@ import classroom
 from adversarial_class import filled, insert_before
 from conftest import REPO, require_sandbox
 from grader.pipeline import batch, kernel_forks, sandbox
+from grader.student import guard
 
 # What a kernel sees of its own process, printed from a cell before the answer.
 FINGERPRINT = '''
@@ -36,20 +37,22 @@ print("FINGERPRINT " + json.dumps({
     "argv": sys.argv[:1], "main": sorted(k for k in vars(sys.modules["__main__"]) if not k.startswith("_")),
     "dumpable": ctypes.CDLL(None).prctl(3, 0, 0, 0, 0),
     "numpy draw": float(numpy.random.random()),
-    "triton before the notebook's": "triton" in sys.modules and "grader" not in sys.modules,
+    "triton cache": __import__("triton").knobs.cache.dir if hasattr(__import__("triton"), "knobs") else None,
 }))
 '''
 
 
-def test_the_server_imports_only_what_a_started_kernel_imports_first():
-    # no thread (a fork keeps only the thread that forked), no CUDA (a fork cannot use it), and not Triton,
-    # which reads TRITON_INTERPRET: grader.setup sets that in the notebook, before Triton is imported
+def test_the_server_imports_what_every_checked_kernel_imports_and_starts_nothing():
+    # no thread (a fork keeps only the thread that forked), no CUDA (a fork cannot use it); torch._dynamo is
+    # what the grader's watch imports first (grader/student/guard.py), and Triton with it
     code = ("import importlib, sys; from grader.pipeline import fork_server as f, kernel_forks as k\n"
             "for m in k.PRELOAD: importlib.import_module(m)\n"
-            "print(f._python_threads(), f._cuda_initialized(), 'triton' in sys.modules)")
+            "print(f._python_threads(), f._cuda_initialized())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.stdout.split() == ["1", "False", "False"], out.stdout + out.stderr
-    assert set(kernel_forks.PRELOAD) <= set(sandbox.KERNEL_MAIN.replace(";", " ").split()) | {"ipykernel.kernelapp"}
+    assert out.stdout.split() == ["1", "False"], out.stdout + out.stderr
+    assert set(kernel_forks.PRELOAD) <= set(sandbox.KERNEL_MAIN.replace(";", " ").split()) | {"ipykernel.kernelapp",
+                                                                                              "torch._dynamo"}
+    assert 'import torch._dynamo' in Path(guard.__file__).read_text()
 
 
 def test_a_launcher_without_a_server_starts_the_kernel_itself(monkeypatch):
@@ -92,7 +95,9 @@ def test_a_forked_kernel_is_a_started_one_in_the_same_sandbox(course_copy, monke
     for kernel in (*started.values(), *forked.values()):
         assert kernel["uid"] == kernel["euid"] >= sandbox.UID_BASE and kernel["groups"] == []
         assert kernel["tmp"] == kernel["home"] and kernel["session leader"] and kernel["dumpable"] == 1
-        assert not kernel["triton before the notebook's"]
+        # Triton, imported by the server, compiles into the kernel's own home (on a GPU the answer's score
+        # above says the compile worked; without one the interpreter compiles nothing)
+        assert kernel["triton cache"] in (None, os.path.join(kernel["home"], "triton")), kernel["triton cache"]
     assert forked["s1"]["uid"] != forked["s2"]["uid"]
     assert forked["s1"]["numpy draw"] != forked["s2"]["numpy draw"]   # not the server's generator state
     for what in ("path", "environment", "argv", "main"):   # (each batch has a folder of its own)

@@ -79,6 +79,12 @@ def serve(path: str, preload=PRELOAD, become=None, fds_per_request: int = 1) -> 
     the notebook's nbgrader), which must end the process; this one reaps it and answers its exit status.
     grader/pipeline/kernel_forks.py serves kernels the same way."""
     become = become or _become_nbgrader
+    # Listening before the imports (seconds): the batch goes on at once, and a request sent meanwhile waits
+    # in the queue for its answer. One that the server then refuses to serve gets none, and its process is
+    # started as a new one.
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.bind(path)
+    server.listen(64)
     for module in preload:
         importlib.import_module(module)
     if _python_threads() != 1:
@@ -89,9 +95,6 @@ def serve(path: str, preload=PRELOAD, become=None, fds_per_request: int = 1) -> 
         print("fork server: the imports initialized CUDA; not serving", file=sys.stderr, flush=True)
         sys.exit(3)
     parent = os.getppid()
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    server.bind(path)
-    server.listen(64)
     waiting = {}   # pid of a running fork -> the connection that asked for it
     while os.getppid() == parent:   # the batch that started this server is still there
         readable, _, _ = select.select([server], [], [], REAP_POLL_S)
@@ -214,7 +217,8 @@ class ForkServer:
 
     @property
     def ready(self) -> bool:
-        """Whether the server serves: waits for it the first time (two servers start side by side)."""
+        """Whether the server listens (waits for that the first time): it still imports, and answers each
+        request once it has (serve)."""
         if self._ready is None:
             deadline = time.monotonic() + START_TIMEOUT_S
             while (self.proc is not None and not os.path.exists(self.path) and self.proc.poll() is None

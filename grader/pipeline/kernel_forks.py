@@ -9,8 +9,11 @@ user of its own, the same Landlock rules, then ipykernel with the notebook's con
 What keeps a forked kernel the same as a started one:
 - the server runs with a kernel's environment (sandbox.kernel_env: no secret), from the folder of the
   grader copy that kernels import (no hidden case), and imports what a started kernel imports first
-  (sandbox.KERNEL_MAIN's torch and ipykernel) and nothing that reads the notebook's settings: not
-  Triton, which reads TRITON_INTERPRET, not CUDA (it refuses to serve if CUDA was initialized);
+  (sandbox.KERNEL_MAIN's torch and ipykernel) and what the grader's watch imports on its first operation
+  (torch._dynamo, which PyTorch imports for any dispatch mode, and Triton with it): nothing that keeps a
+  setting of the notebook's. Triton reads TRITON_INTERPRET when a kernel is defined, and grader.setup sets
+  it through Triton's settings anyway; Triton and PyTorch read their cache folders (in the kernel's home)
+  when they compile. Nor CUDA: the server refuses to serve if its imports initialized it;
 - the fork takes the launcher's environment, standard streams, working folder and argument list; its
   own session (as Jupyter gives a kernel); the server's socket closed; Python's `__main__` and the grader's
   modules forgotten, temporary folder unset and NumPy's generator seeded anew (Python's own `random`
@@ -39,8 +42,10 @@ import types
 
 from grader.pipeline import fork_server
 
-# What every kernel imports before it answers (sandbox.KERNEL_MAIN): nothing more.
-PRELOAD = ("torch", "ipykernel.kernelapp")
+# What every kernel imports before it answers (sandbox.KERNEL_MAIN), and what every kernel that reaches a
+# check imports then: torch._dynamo (grader/student/guard.py's watch), about 2.2 s of CPU on the 2-core
+# machine that runs CI, Triton among it.
+PRELOAD = ("torch", "ipykernel.kernelapp", "torch._dynamo")
 OFF_ENV = "GRADER_KERNEL_FORKS"
 # Where the launcher finds the server (set by the batch; kept from the kernel's environment).
 SOCKET_ENV = "GRADER_KERNEL_SERVER"
@@ -138,7 +143,7 @@ def _signal(pid: int, number: int) -> None:
 
 
 def server(folder, kernel_env: dict, cwd) -> fork_server.ForkServer:
-    """The batch's side: start the server (ForkServer.ready says whether it serves)."""
+    """The batch's side: start the server (ForkServer.ready says whether it listens)."""
     return fork_server.ForkServer(folder, kernel_env, cwd, module=__name__, off_env=OFF_ENV, name=SOCKET_NAME)
 
 
