@@ -75,7 +75,8 @@ def test_a_request_sent_while_the_server_imports_waits_and_one_it_refuses_falls_
     for how in ("serve", "refuse"):
         folder = tmp_path / how
         folder.mkdir(mode=0o700)
-        env = dict(os.environ, HOW=how, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]))
+        env = dict(os.environ, HOW=how,
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), str(tmp_path), os.environ.get("PYTHONPATH")])))
         server = fork_server.ForkServer(folder, env, REPO, module="slow_server")
         try:
             assert server.ready   # listening, still importing
