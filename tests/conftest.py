@@ -51,10 +51,19 @@ def require_sandbox():
 SPREAD = {"test_wrong_variants", "test_solutions", "test_timer", "test_redteam"}
 
 
+# The files that take longest (worker-seconds of one CI run, the most first), handed out first: pytest-xdist
+# would start with the files of the most tests, which left these, of one or two tests each, for the end, and
+# one worker grading the adversarial class alone for minutes after the other had finished.
+LONGEST_FIRST = ["test_adversarial_batch", "test_colab_runtime", "test_parallel_batch", "test_headless",
+                 "test_redteam_pipeline_softmax", "test_checker", "test_browser", "test_nbgrader_pipeline",
+                 "test_gradebook_postgres", "test_isolation", "test_redteam", "test_timer"]
+
+
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
+    config.option.loadscopereorder = False   # in the order of collection: LONGEST_FIRST's
 
     class Scheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -80,6 +89,8 @@ def pytest_collection_modifyitems(config, items):
         if "course_copy" in getattr(item, "fixturenames", ()):
             item.add_marker("batch")
     _take_a_share_of_the_variants(config, items)
+    rank = {stem: i for i, stem in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))   # stable: each file's own order kept
 
 
 def _take_a_share_of_the_variants(config, items):
