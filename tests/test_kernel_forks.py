@@ -22,7 +22,6 @@ import classroom
 from adversarial_class import filled, insert_before
 from conftest import REPO, require_sandbox
 from grader.pipeline import batch, kernel_forks, sandbox
-from grader.student import guard
 
 # What a kernel sees of its own process, printed from a cell before the answer.
 FINGERPRINT = '''
@@ -52,7 +51,12 @@ def test_the_server_imports_what_every_checked_kernel_imports_and_starts_nothing
     assert out.stdout.split() == ["1", "False"], out.stdout + out.stderr
     assert set(kernel_forks.PRELOAD) <= set(sandbox.KERNEL_MAIN.replace(";", " ").split()) | {"ipykernel.kernelapp",
                                                                                               "torch._dynamo"}
-    assert 'import torch._dynamo' in Path(guard.__file__).read_text()
+    # ... and the one beyond a started kernel's first imports is what the grader's watch imports in any case
+    code = ("import sys, torch; from grader.student import guard\nbefore = 'torch._dynamo' in sys.modules\n"
+            "with guard.watch(poison=False, ops=False):\n    torch.ones(2) + 1\n"
+            "print(before, 'torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["False", "True"], out.stdout + out.stderr
 
 
 def test_a_launcher_without_a_server_starts_the_kernel_itself(monkeypatch):
