@@ -59,6 +59,22 @@ def test_the_server_imports_what_every_checked_kernel_imports_and_starts_nothing
     assert out.stdout.split() == ["False", "True"], out.stdout + out.stderr
 
 
+def test_a_launcher_ends_as_its_kernel_was_killed_without_leaving_a_core_file(tmp_path):
+    # The launcher (root, in the student's folder) re-raises the signal that killed its forked kernel; under a
+    # core-file limit above 0 an abort left the launcher's core there (a red team's). Where cores are written
+    # as files, a plain abort beside it shows that one would be.
+    unlimited = "import resource; resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,) * 2)\n"
+    ends = {"plain": "import os; os.abort()", "launcher": "from grader.pipeline import kernel_forks; kernel_forks.end_as(-6)"}
+    for name, end in ends.items():
+        (tmp_path / name).mkdir()
+        out = subprocess.run([sys.executable, "-c", unlimited + end], cwd=tmp_path / name, capture_output=True,
+                             text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        assert out.returncode == -signal.SIGABRT, out.stdout + out.stderr
+    assert not list((tmp_path / "launcher").iterdir())
+    if Path("/proc/sys/kernel/core_pattern").read_text().strip() == "core":
+        assert list((tmp_path / "plain").iterdir())
+
+
 def test_a_launcher_without_a_server_starts_the_kernel_itself(monkeypatch):
     monkeypatch.delenv(kernel_forks.SOCKET_ENV, raising=False)
     assert kernel_forks.run_forked(1, "/nowhere", "/nowhere/c.json", [], {}) is None

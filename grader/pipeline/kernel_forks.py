@@ -34,6 +34,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import resource
 import signal
 import socket
 import sys
@@ -133,6 +134,18 @@ def run_forked(uid: int, home: str, connection: str, extra: list, env: dict) -> 
     except OSError:
         data = b""
     return int(data) if data else -signal.SIGKILL   # no answer: the server was killed, with the batch
+
+
+def end_as(status: int) -> None:
+    """End the launcher as its forked kernel ended (run_forked's status): the same exit status, or killed by
+    the same signal, but with no core file. The launcher is root and its folder is the student's, where a
+    kernel that aborted would otherwise have the launcher's core, with its environment, left behind (a red
+    team's, under a core-file limit above 0; the kernel itself has none: sandbox.confine)."""
+    if status < 0:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    os._exit(status & 0xFF)
 
 
 def _signal(pid: int, number: int) -> None:

@@ -540,10 +540,7 @@ def launch(connection_file: str, extra: list) -> None:
         from grader.pipeline import kernel_forks
         status = kernel_forks.run_forked(uid, str(home), str(connection), extra, env)
         if status is not None:
-            if status < 0:   # killed by a signal: end the same way
-                signal.signal(-status, signal.SIG_DFL)
-                os.kill(os.getpid(), -status)
-            os._exit(status & 0xFF)
+            kernel_forks.end_as(status)
     confine(uid, str(home))
     os.execve(sys.executable, [sys.executable, "-c", KERNEL_MAIN, "-f", str(connection), *extra], env)
 
