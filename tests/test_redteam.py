@@ -765,19 +765,21 @@ def test_a_notebook_that_prints_hundreds_of_mb_keeps_only_so_much_and_the_batch_
 def test_output_past_the_graders_memory_fails_that_notebook_alone_and_says_why(course_copy, monkeypatch):
     # What the cap cannot see (it is off here; a message of hundreds of MB is read whole before it is cut):
     # each notebook's nbgrader may take GRADER_NBGRADER_MEMORY_GIB for its data (set by the batch from the
-    # machine's memory; small here). Past it, that notebook scores 0 with the reason, the next is graded.
-    # (Each print is flushed, so the text reaches nbgrader as fast as it can take it instead of piling up
-    # in the kernel, which its own limit, GRADER_MEMORY_LIMIT_GIB, bounds.)
+    # machine's memory; small here). Past it, that notebook scores 0 with the reason, at once (nbclient would
+    # wait for the cell to end: this one prints for ever, and held its worker until the time limit), and the
+    # next is graded. (Each print is flushed, so the text reaches nbgrader as fast as it can take it instead
+    # of piling up in the kernel, which its own limit, GRADER_MEMORY_LIMIT_GIB, bounds.)
     from dataclasses import asdict
     from grader.pipeline import failure_feedback
     monkeypatch.setenv("GRADER_OUTPUT_LIMIT_MB", "0")
-    monkeypatch.setenv("GRADER_NBGRADER_MEMORY_GIB", "3")
+    monkeypatch.setenv("GRADER_NBGRADER_MEMORY_GIB", "1")
     monkeypatch.setenv("GRADER_MEMORY_LIMIT_GIB", "4")
     flood = filled("day1", "vector_add")
     insert_before(flood, "test_add_correct",
-                  'line = "x" * 10_000_000\nfor i in range(1000):\n    print(line, flush=True)\n')
-    runs, scores = _grade(course_copy, {"rt_flood": flood, "zz_classmate": filled("day1", "vector_add")})
-    assert runs["rt_flood"].status == "failed", runs["rt_flood"]
+                  'line = "x" * 10_000_000\nwhile True:\n    print(line, flush=True)\n')
+    runs, scores = _grade(course_copy, {"rt_flood": flood, "zz_classmate": filled("day1", "vector_add")},
+                          timeout_s=240)
+    assert runs["rt_flood"].status == "failed" and runs["rt_flood"].seconds < 120, runs["rt_flood"]
     # Where nbgrader could still say so, the reason is memory. With the oldest torch, nbgrader once ended
     # with status 127 and no word of its own (its resident peak below 3/4 of the limit, which counts
     # reserved memory too): the notebook still fails alone, with nbgrader's exit as the reason.
