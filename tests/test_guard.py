@@ -7,7 +7,7 @@ import torch
 
 from grader.compare import is_poison
 from grader.student import bounds, guard
-from grader.student.guard import watch
+from grader.student.guard import Refused, watch
 from conftest import DEVICE, needs_gpu, on_gpu_only
 import kernels
 
@@ -183,10 +183,13 @@ def test_numbers_handed_to_launches_count_their_bits_where_they_change():
                "views' offsets": lambda i: launch[(1,)](x[37 * i:], 8, 1.0, BLOCK=8),
                "a choice of tensor": lambda i: launch[(1,)](pool[i % len(pool)], 8, 1.0, BLOCK=8)}
     for way, launched in ways_in.items():
-        with watch(launch_bits=400) as record:
+        with pytest.raises(Refused, match="not launched"), watch(launch_bits=400) as record:
             for i in range(48):
                 launched(i)
         assert record.forbidden() == refused, way
+        # the launch that crossed the limit, and any after it, did not run (the interpreter took a minute
+        # for such a call): one launch a few bits of a mask, a cheat's whole call, stops there
+        assert 0 < record.launches < 48, (way, record.launches)
     with watch() as record:   # no bound where none is asked for (outputs computed from inputs: reads are bound)
         for i in range(48):
             launch[(1,)](x, 8, 1.0 + i, BLOCK=8)
@@ -1022,7 +1025,7 @@ def test_memory_and_numbers_handed_to_a_launch_in_a_descriptor_count_as_handed_i
     assert kept.nbytes in [size for size, _, _ in record.reached.values()]
     # numbers in a descriptor's shape count against the launch bits, as the same numbers in the open do
     wide = torch.zeros(4096, 16, device=DEVICE.torch_device)
-    with watch(launch_bits=1024) as record:
+    with pytest.raises(Refused), watch(launch_bits=1024) as record:
         for i in range(100):
             kernels.copy_rows_kernel[(1,)](TensorDescriptor(wide, [1 + i * 7919 % 4096, 16], [16, 1], [16, 16]),
                                            TensorDescriptor.from_tensor(torch.empty(16, 16, device=wide.device),

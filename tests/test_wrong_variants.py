@@ -226,9 +226,12 @@ def launch_dropout(x, p, seed):"""}
 
 
 def _bits_launch(call: str) -> dict:
-    """launch_dropout returning `call` (one of the launches above)."""
+    """launch_dropout returning `call` (one of the launches above), and the notebook's demo on fewer rows:
+    its three calls on 256 rows of 512 launched 12,700 kernels, 46 s in the interpreter (the graded call
+    stops at the launch past its limit: guard.Refused)."""
     return {**_BITS_KERNELS, "    out = torch.empty_like(x)\n    n = x.numel()\n":
-            f"    return {call}\n    out = torch.empty_like(x)\n    n = x.numel()\n"}
+            f"    return {call}\n    out = torch.empty_like(x)\n    n = x.numel()\n",
+            "x = torch.rand(256, 512,": "x = torch.rand(4, 512,"}
 
 
 # Cross-entropy with a kernel for exp(z) and one for the log of PyTorch's row sums (the sums `e.sum(dim=1)`)

@@ -25,7 +25,7 @@ from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 from grader.quiet import stderr_to_stdout
 from grader.student import gpu_compile, integrity, memcheck
 from grader.student.bounds import OutOfBounds
-from grader.student.guard import DESCRIPTOR_RULE, HOST_ELEMENTS, _storage, _tensors_in, compile_only, interpreted_launches, watch
+from grader.student.guard import DESCRIPTOR_RULE, HOST_ELEMENTS, Refused, _storage, _tensors_in, compile_only, interpreted_launches, watch
 
 
 class GPURequired(RuntimeError):
@@ -171,6 +171,8 @@ def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None, re
     except CheckFailed:
         raise
     except Exception as e:  # the student's code raised: show where, briefly
+        if refused_launch(e) and record.forbidden():   # the rule it broke, not the error that stopped it
+            raise computed_with_pytorch(spec, record, "your function", f"on {label}") from None
         said = where_it_raised(e)
         if on_host is not None and illegal_access(e):
             said += "\n" + memcheck.after_illegal_access(fn, on_host)
@@ -184,6 +186,26 @@ def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None, re
             raise CheckFailed(f"{spec.title}: your function changed its input argument {i} on {label}. "
                               f"Write results to a new output tensor, never into an input.")
     return got
+
+
+def computed_with_pytorch(spec, record, who: str, where: str, timed: bool = False) -> CheckFailed:
+    """The verdict on a call whose record holds PyTorch computations (or numbers handed to launches, or
+    values read out, past their limits: record.forbidden())."""
+    bounded = getattr(record, "beyond_bookkeeping", False)
+    return CheckFailed(f"{spec.title}: {who} computed with PyTorch ({', '.join(record.forbidden())}) "
+                       f"{where}. Allocating outputs and taking views is fine; the computation itself "
+                       f"must happen in your Triton kernels{', timed or not' if timed else ''}."
+                       + (" Here PyTorch may also add, sum, multiply by a number or a smaller tensor, take "
+                          "products, cast to another float type of 16 bits or more, copy and join tensors larger "
+                          "than one number per row (a token, a row of logits), and use per-row values a few "
+                          "times per row; everything nonlinear (a softmax, a norm, an activation, a loss) is "
+                          "your kernels'." if bounded else ""))
+
+
+def refused_launch(error: BaseException) -> bool:
+    """Whether the guard stopped a launch (guard.Refused), as raised or as the cause of an error that the
+    interpreter or Triton raised in its place."""
+    return isinstance(error, Refused) or isinstance(error.__cause__, Refused) or isinstance(error.__context__, Refused)
 
 
 def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches: bool = True) -> None:
@@ -211,15 +233,7 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches:
                           f"besides its outputs (the grader counts what is read out of those), and a printing "
                           f"kernel is slow on a GPU too. tl.static_assert and tl.device_assert are fine.")
     if record.forbidden():
-        bounded = getattr(record, "beyond_bookkeeping", False)
-        raise CheckFailed(f"{spec.title}: {who} computed with PyTorch ({', '.join(record.forbidden())}) "
-                          f"{where}. Allocating outputs and taking views is fine; the computation itself "
-                          f"must happen in your Triton kernels{', timed or not' if timed else ''}."
-                          + (" Here PyTorch may also add, sum, multiply by a number or a smaller tensor, take "
-                             "products, cast to another float type of 16 bits or more, copy and join tensors larger "
-                             "than one number per row (a token, a row of logits), and use per-row values a few "
-                             "times per row; everything nonlinear (a softmax, a norm, an activation, a loss) is "
-                             "your kernels'." if bounded else ""))
+        raise computed_with_pytorch(spec, record, who, where, timed)
     if launches and record.launches == 0:
         raise CheckFailed(f"{spec.title}: {who} launched no Triton kernel {where}. Every call must compute "
                           f"its result: handing back a result kept from an earlier call is not allowed."
@@ -364,6 +378,8 @@ def _student_grads(spec, y, leaves, dy, label):
         with stderr_to_stdout(), watch_student(spec, (leaves, dy)) as record:
             grads = torch.autograd.grad(y, leaves, dy, allow_unused=True, retain_graph=True)
     except Exception as e:
+        if refused_launch(e) and record.forbidden():
+            raise computed_with_pytorch(spec, record, "your backward", f"on {label}") from None
         raise CheckFailed(f"{spec.title}: your backward raised on {label}:\n{where_it_raised(e)}") from None
     # (the backward of a loss whose forward computed the gradients only scales them: spec.times_step)
     refuse(spec, record, "your backward", f"on {label}", launches=not spec.times_step)

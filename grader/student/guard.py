@@ -632,10 +632,14 @@ class _Watcher(TorchDispatchMode):
             else:
                 self.launch_bits += _bits(value, last if kind == (ADDRESS,) else None)
             self.last_handed[key] = value
-        if before <= limit < self.launch_bits:   # said once, when crossed
-            self.record.torch_ops.append(f"more than {limit} bits of numbers handed to kernel launches (a mask or "
-                                         f"values drawn in Python and passed in as arguments: draw them in the "
-                                         f"kernel)")
+        if self.launch_bits > limit:
+            said = (f"more than {limit} bits of numbers handed to kernel launches (a mask or values drawn in "
+                    f"Python and passed in as arguments: draw them in the kernel)")
+            if before <= limit:   # said once, when crossed
+                self.record.torch_ops.append(said)
+            # and no launch past it runs: such a call launches once for every few bits of its output, which
+            # took the interpreter a minute per call (the record refuses the call, whatever it does next)
+            raise Refused(f"{said}: not launched")
 
     def _joined(self, name, args) -> None:
         """Pieces that an op joins (cat, stack: each tensor) or copies into place (copy_, the scatters: one),
@@ -1302,6 +1306,11 @@ class _Watch:
 
 
 _active = None        # the _Watch in force, or None outside watch()
+
+
+class Refused(ValueError):
+    """A launch the guard stopped because the call has already broken a rule that its record holds: the
+    verdict is the rule's (checks.refuse), not the error's."""
 
 # Ways out of PyTorch that no ATen op shows: the data as a NumPy array, a Python list, raw storage bytes
 # (also what pickling or torch.save reads), element-wise Python callbacks (map_, apply_), to compute with
