@@ -697,3 +697,23 @@ def test_the_in_process_clock_gives_every_function_the_same_head_start_from_the_
     timing.compare({"slow": launches_slowly, "fast": lambda: None}, budget_ms=1, min_reps=2, max_reps=2)
     assert len(waits) >= 2 + 2 * 2 and len(set(waits)) == 1, waits
     assert timing.HOST_HEADSTART_CYCLES < waits[0] < timing.MAX_HEADSTART_CYCLES, waits[0]
+
+
+def test_an_output_s_atol_scales_by_its_rms_times_its_own_factor():
+    # The training step's weight gradients: atol times twice their rms (day5.training_step's comment says why)
+    from dataclasses import replace
+    spec = exercises.get("day5.training_step")
+    assert spec.atol_scale["dw3"] == ("rms", 2.0) and spec.atol_scale["dx"] == "rms"
+    atol, _ = spec.tolerances[torch.float32]
+    expected = torch.full((4, 8), 3.0)                      # rms 3
+    names = ("dx", "dw3")
+    two = replace(spec, output_names=names, atol_scale={"dx": "rms", "dw3": ("rms", 2.0)})
+    off = expected.clone()
+    off[0, 0] += 1.5 * atol * 3 + spec.tolerances[torch.float32][1] * 3   # 1.5 times atol * rms past rtol
+    checks._compare_outputs(two, (expected, off), (expected, expected), torch.float32, "a case")
+    with pytest.raises(CheckFailed, match=r"\(dx\) on a case.*1 of 32 elements differ"):
+        checks._compare_outputs(two, (off, expected), (expected, expected), torch.float32, "a case")
+    further = expected.clone()
+    further[0, 0] += 2.5 * atol * 3 + spec.tolerances[torch.float32][1] * 3
+    with pytest.raises(CheckFailed, match=r"\(dw3\) on a case"):
+        checks._compare_outputs(two, (expected, further), (expected, expected), torch.float32, "a case")

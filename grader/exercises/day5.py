@@ -379,8 +379,14 @@ training_step = KernelExercise(
     gpu_dtypes=lambda dev: (dev.half_dtype,),
     flops=_block_step_flops,
     output_names=("out", "dx", "dnorm1", "dwqkv", "dwo", "dnorm2", "dw1", "dw3", "dw2"),
-    # Each weight's gradient sums over every token: its typical size grows with the batch.
-    atol_scale={name: "rms" for name in ("out", "dx", "dnorm1", "dwqkv", "dwo", "dnorm2", "dw1", "dw3", "dw2")},
+    # Each weight's gradient sums over every token: its typical size grows with the batch. With few tokens
+    # its elements' rounding errors have heavier tails than its typical size says: on an H200 (torch 2.11,
+    # triton 3.6), over 1500 random cases of the visible shape (1, 16, 128, 256) in bfloat16, at atol times
+    # the rms the reference failed 39 and PyTorch's own eager step 82 (one element of one weight's gradient
+    # each, at most 1.67 times the limit); at twice that, none (at most 0.83 and 0.80), while weight
+    # gradients 10% off still failed every case (docs/benchmarks.md, "Tolerances").
+    atol_scale={**{name: "rms" for name in ("out", "dx", "dnorm1", "dnorm2")},
+                **{name: ("rms", 2.0) for name in ("dwqkv", "dwo", "dw1", "dw3", "dw2")}},
     tolerances={torch.float32: (1e-3, 1e-3), torch.float16: (2e-2, 2e-2), torch.bfloat16: (5e-2, 5e-2)},
     # cuBLAS's products (and their backward through autograd), the residual additions, and sums of
     # per-program partial results; on tensors larger than one number per token only linear maps: the

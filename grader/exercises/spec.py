@@ -71,7 +71,8 @@ class KernelExercise:
     composed: bool = False
     # Outputs whose atol scales with the expected values: "max" (their largest magnitude, for sums
     # over many rows), "rms" (their typical size, for dot products of length K), both at least 1, or
-    # "relative" (their largest magnitude, however small: gradients of a mean over many rows).
+    # "relative" (their largest magnitude, however small: gradients of a mean over many rows); or (kind,
+    # factor), that scale times the factor.
     atol_scale: dict = field(default_factory=dict)
 
     # A loss that computes its gradients in the forward pass (linear + cross-entropy in chunks): a timed
