@@ -16,7 +16,10 @@ CPU_POINTS = {"bias_gelu": 3.0, "predict_runtime": 2.0, "vector_add": 3.0}
 
 # A kernel body that never ends in Triton's CPU interpreter: only a kill stops it. (On a GPU its int32
 # counter wraps negative after about a second; tests/adversarial_class.py polls memory instead.)
-SPIN_BODY = ["    i = 0", "    while i >= 0:", "        i += 1"]
+# A kernel that never ends, idly: in the interpreter it sleeps between turns, so that it holds no core of the
+# 2-core machine running the tests for its time limit (45 s a grading). The class of tests/test_adversarial_batch.py
+# has one that spins on a core (d1_spins).
+SPIN_BODY = ["    i = 0", "    while i >= 0:", "        i += 1", "        time.sleep(0.05)"]
 
 
 def copy_course(root: Path) -> Path:
@@ -43,13 +46,13 @@ def filled(day, name):
 
 
 def spinning(day, name):
-    """The filled notebook whose first @triton.jit kernel loops forever."""
+    """The filled notebook whose first @triton.jit kernel loops forever (SPIN_BODY)."""
     nb = filled(day, name)
     cell = next(c for c in nb.cells if "@triton.jit" in c.source and c.metadata.get("nbgrader", {}).get("solution"))
     lines = cell.source.splitlines()
     signature = next(i for i, line in enumerate(lines) if line.startswith("def "))
     body_end = next(i for i in range(signature + 1, len(lines)) if lines[i] and not lines[i][0].isspace())
-    cell.source = "\n".join(lines[:signature + 1] + SPIN_BODY + ["", ""] + lines[body_end:])
+    cell.source = "\n".join(["import time"] + lines[:signature + 1] + SPIN_BODY + ["", ""] + lines[body_end:])
     return nb
 
 
