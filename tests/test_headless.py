@@ -87,7 +87,10 @@ def slow_runs(times: list[float]) -> list[float]:
 
 @contextlib.contextmanager
 def busy_cores(n: int = 2):
-    """n processes that spin for as long as the block runs, as on a loaded 2-core CI machine."""
+    """n processes that spin for as long as the block runs, as on a loaded 2-core CI machine; less the other
+    pytest-xdist workers, which load the cores already (CI's two: one spins here, where two spun for the
+    three tests' 3 minutes beside the other worker's tests, taking 6 core-minutes of CI's 2 cores)."""
+    n = max(0, n - (int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) - 1))
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
     try:
         yield
