@@ -1202,7 +1202,8 @@ HONEST_VARIANTS = [
       "    keep = tl.rand(seed, start + cols) >= p\n"
       "    x = tl.load(x_ptr + cols, mask=cols < n_cols)\n"
       "    tl.store(out_ptr + cols, tl.where(keep, x * scale, 0.0).to(out_ptr.dtype.element_ty), mask=cols < n_cols)\n"
-      "\n\ndef launch_dropout(x, p, seed):"}),
+      "\n\ndef launch_dropout(x, p, seed):",
+      "x = torch.rand(256, 512,": "x = torch.rand(4, 512,"}),   # (the demo's 3 calls: 768 launches, 12 s)
     # the Function applied twice, the first result dropped (a warm-up call; the benchmark's slow variant): refused
     # once, the guard's own hold on what a call allocated counted as the forward keeping a tensor
     ("dropout: a first call whose result is dropped", "day5/dropout", "day5.dropout",
