@@ -14,11 +14,10 @@ DAY = "day1"
 # Points per day1 notebook without a GPU (the speed cells need one): 8 of 14 for the day.
 CPU_POINTS = {"bias_gelu": 3.0, "predict_runtime": 2.0, "vector_add": 3.0}
 
-# A kernel body that never ends in Triton's CPU interpreter: only a kill stops it. (On a GPU its int32
-# counter wraps negative after about a second; tests/adversarial_class.py polls memory instead.)
-# A kernel that never ends, idly: in the interpreter it sleeps between turns, so that it holds no core of the
-# 2-core machine running the tests for its time limit (45 s a grading). The class of tests/test_adversarial_batch.py
-# has one that spins on a core (d1_spins).
+# A kernel body that never ends in Triton's CPU interpreter: only a kill stops it. It sleeps between turns, so
+# that it holds no core of the 2-core machine running the tests for its time limit (45 s a grading); the class
+# of tests/test_adversarial_batch.py has one that spins on a core (d1_spins). (On a GPU its int32 counter
+# wraps negative after about a second; tests/adversarial_class.py polls memory instead.)
 SPIN_BODY = ["    i = 0", "    while i >= 0:", "        i += 1", "        time.sleep(0.05)"]
 
 

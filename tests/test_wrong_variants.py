@@ -225,13 +225,16 @@ def launch_bits(x, p, seed, words):
 def launch_dropout(x, p, seed):"""}
 
 
+# The dropout notebook's demo on 4 rows instead of 256, for variants that launch a kernel per row or per few
+# bits: its three calls launched 12,700 kernels with a mask handed in 31 bits at a time (46 s in the
+# interpreter; the graded call stops at the launch past its limit, guard.Refused), 768 a row at a time (12 s).
+SMALL_DROPOUT_DEMO = {"x = torch.rand(256, 512,": "x = torch.rand(4, 512,"}
+
+
 def _bits_launch(call: str) -> dict:
-    """launch_dropout returning `call` (one of the launches above), and the notebook's demo on fewer rows:
-    its three calls on 256 rows of 512 launched 12,700 kernels, 46 s in the interpreter (the graded call
-    stops at the launch past its limit: guard.Refused)."""
+    """launch_dropout returning `call` (one of the launches above), the demo small (SMALL_DROPOUT_DEMO)."""
     return {**_BITS_KERNELS, "    out = torch.empty_like(x)\n    n = x.numel()\n":
-            f"    return {call}\n    out = torch.empty_like(x)\n    n = x.numel()\n",
-            "x = torch.rand(256, 512,": "x = torch.rand(4, 512,"}
+            f"    return {call}\n    out = torch.empty_like(x)\n    n = x.numel()\n", **SMALL_DROPOUT_DEMO}
 
 
 # Cross-entropy with a kernel for exp(z) and one for the log of PyTorch's row sums (the sums `e.sum(dim=1)`)
@@ -1202,8 +1205,7 @@ HONEST_VARIANTS = [
       "    keep = tl.rand(seed, start + cols) >= p\n"
       "    x = tl.load(x_ptr + cols, mask=cols < n_cols)\n"
       "    tl.store(out_ptr + cols, tl.where(keep, x * scale, 0.0).to(out_ptr.dtype.element_ty), mask=cols < n_cols)\n"
-      "\n\ndef launch_dropout(x, p, seed):",
-      "x = torch.rand(256, 512,": "x = torch.rand(4, 512,"}),   # (the demo's 3 calls: 768 launches, 12 s)
+      "\n\ndef launch_dropout(x, p, seed):", **SMALL_DROPOUT_DEMO}),
     # the Function applied twice, the first result dropped (a warm-up call; the benchmark's slow variant): refused
     # once, the guard's own hold on what a call allocated counted as the forward keeping a tensor
     ("dropout: a first call whose result is dropped", "day5/dropout", "day5.dropout",
