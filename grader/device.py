@@ -181,8 +181,9 @@ def _switch_on_interpreter() -> None:
         triton.knobs.runtime.interpret = True
     except (ImportError, AttributeError):
         pass
-    from grader.student.interpreter_driver import install
-    install()    # Triton's driver queries (tutorials, autotune, do_bench) answered on the CPU
+    from grader.student import interpreter_driver, interpreter_lang
+    interpreter_driver.install()    # Triton's driver queries (tutorials, autotune, do_bench) answered on the CPU
+    interpreter_lang.install()      # triton.language replaced once a launch, not again at each helper's call
 
 
 def _uses_gpu(force_cpu: bool) -> bool:

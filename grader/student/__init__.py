@@ -5,6 +5,7 @@ live in `checks`. At grading time the verdict is not made here but by the checke
 in nbgrader's process; `serve` is the only code the checker asks the kernel to run (call the student's
 function on inputs it names, time it, hand back the outputs). `guard` watches the student's calls
 (Triton launches, PyTorch ops, values read out), `integrity` notices grader functions a cell replaced,
-and `interpreter_driver` lets Triton's CPU interpreter run where there is no GPU. Nothing here is
+`interpreter_driver` lets Triton's CPU interpreter run where there is no GPU and `interpreter_lang`
+spares it repeated work. Nothing here is
 trusted: docs/threat-model.md says what that costs and what the checker does about it.
 """
