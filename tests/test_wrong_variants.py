@@ -1,6 +1,8 @@
 """Deliberately broken versions of the reference solutions fail, with a message that points at the mistake.
 
 Each variant is the reference notebook with one snippet of code changed, the way students get it wrong.
+The notebook's worked examples are left out (notebooks.run_code_cells, examples=False): only the checks
+are under test, and in the interpreter the examples took 40% of this file's time.
 """
 import importlib.util
 
@@ -225,16 +227,10 @@ def launch_bits(x, p, seed, words):
 def launch_dropout(x, p, seed):"""}
 
 
-# The dropout notebook's demo on 4 rows instead of 256, for variants that launch a kernel per row or per few
-# bits: its three calls launched 12,700 kernels with a mask handed in 31 bits at a time (46 s in the
-# interpreter; the graded call stops at the launch past its limit, guard.Refused), 768 a row at a time (12 s).
-SMALL_DROPOUT_DEMO = {"x = torch.rand(256, 512,": "x = torch.rand(4, 512,"}
-
-
 def _bits_launch(call: str) -> dict:
-    """launch_dropout returning `call` (one of the launches above), the demo small (SMALL_DROPOUT_DEMO)."""
+    """launch_dropout returning `call` (one of the launches above)."""
     return {**_BITS_KERNELS, "    out = torch.empty_like(x)\n    n = x.numel()\n":
-            f"    return {call}\n    out = torch.empty_like(x)\n    n = x.numel()\n", **SMALL_DROPOUT_DEMO}
+            f"    return {call}\n    out = torch.empty_like(x)\n    n = x.numel()\n"}
 
 
 # Cross-entropy with a kernel for exp(z) and one for the log of PyTorch's row sums (the sums `e.sum(dim=1)`)
@@ -953,7 +949,7 @@ def test_wrong_variant_fails_with_a_message_that_points_at_the_mistake(notebook,
     _skip_without_host_descriptors(replace)
     path = SOL / f"{notebook}.ipynb"
     name = next(fn for kind, k, fn in notebooks.graded_calls(path) if k == key)
-    namespace = notebooks.run_code_cells(path, replace=replace)
+    namespace = notebooks.run_code_cells(path, replace=replace, examples=False)
     with pytest.raises(grader.CheckFailed) as info:
         grader.check(key, namespace[name], hidden=True)
     for word in words:   # a word, or a tuple of words one of which is in the message
@@ -1205,7 +1201,7 @@ HONEST_VARIANTS = [
       "    keep = tl.rand(seed, start + cols) >= p\n"
       "    x = tl.load(x_ptr + cols, mask=cols < n_cols)\n"
       "    tl.store(out_ptr + cols, tl.where(keep, x * scale, 0.0).to(out_ptr.dtype.element_ty), mask=cols < n_cols)\n"
-      "\n\ndef launch_dropout(x, p, seed):", **SMALL_DROPOUT_DEMO}),
+      "\n\ndef launch_dropout(x, p, seed):"}),
     # the Function applied twice, the first result dropped (a warm-up call; the benchmark's slow variant): refused
     # once, the guard's own hold on what a call allocated counted as the forward keeping a tensor
     ("dropout: a first call whose result is dropped", "day5/dropout", "day5.dropout",
@@ -1288,13 +1284,23 @@ def test_an_honest_variant_passes(notebook, key, replace):
     _skip_without_host_descriptors(replace)
     path = SOL / f"{notebook}.ipynb"
     name = next(fn for kind, k, fn in notebooks.graded_calls(path) if k == key)
-    namespace = notebooks.run_code_cells(path, replace=replace)
+    namespace = notebooks.run_code_cells(path, replace=replace, examples=False)
     grader.check(key, namespace[name], hidden=True)
 
 
 def test_a_replacement_that_matches_nothing_is_an_error():
     with pytest.raises(ValueError, match="no cell contains"):
         notebooks.run_code_cells(SOL / "day1" / "vector_add.ipynb", replace={"no such code": ""})
+
+
+def test_without_examples_the_answers_run_and_the_worked_examples_do_not():
+    whole = notebooks.run_code_cells(SOL / "day1" / "vector_add.ipynb")
+    assert "add" in whole and "y" in whole                 # the worked example made x and y
+    bare = notebooks.run_code_cells(SOL / "day1" / "vector_add.ipynb", examples=False)
+    assert "add" in bare and "dev" in bare and "y" not in bare
+    # code given before the first answer (the backward's notebook: Day 4's forward pass) still runs
+    given = notebooks.run_code_cells(SOL / "day5" / "flash_attention_backward.ipynb", examples=False)
+    assert "attention_forward" in given and "attention" in given and "grads" not in given
 
 
 def test_a_replacement_that_matches_only_a_comment_is_an_error():

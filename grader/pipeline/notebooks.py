@@ -31,11 +31,20 @@ def occurs_as_code(source: str, snippet: str) -> bool:
     return False
 
 
-def run_code_cells(path: Path, namespace: dict | None = None, replace: dict | None = None) -> dict:
+def is_answer_cell(cell) -> bool:
+    """A cell the student writes in (nbgrader's `solution`): in the solutions, the reference's code."""
+    return bool(cell.metadata.get("nbgrader", {}).get("solution")) and cell.cell_type == "code"
+
+
+def run_code_cells(path: Path, namespace: dict | None = None, replace: dict | None = None,
+                   examples: bool = True) -> dict:
     """Execute every code cell except the graded test cells; return the resulting namespace.
 
     `replace` maps snippets of code to what they become, to run a deliberately broken variant of a
-    notebook (each snippet must occur in it as code, not only in a comment).
+    notebook (each snippet must occur in it as code, not only in a comment). `examples=False` leaves out
+    the worked examples: the code cells after the first answer that are neither answers nor tests (they
+    run the answer on a small case and print; a check needs only the definitions). In the interpreter
+    they cost as much as a check.
     """
     nb = nbformat.read(path, as_version=4)
     namespace = {"__name__": "__notebook__"} if namespace is None else namespace
@@ -46,8 +55,12 @@ def run_code_cells(path: Path, namespace: dict | None = None, replace: dict | No
             raise ValueError(f"{path}: no cell contains {old!r}" + (" outside a comment" if hits else ""))
         for i in hits:
             sources[i] = sources[i].replace(old, new)
+    answered = False
     for i, (cell, source) in enumerate(zip(nb.cells, sources)):
         if cell.cell_type != "code" or is_test_cell(cell) or not source.strip():
+            continue
+        answered = answered or is_answer_cell(cell)
+        if not examples and answered and not is_answer_cell(cell):
             continue
         filename = f"<{Path(path).stem}-cell-{i}>"
         lines = [line + "\n" for line in source.splitlines()]
