@@ -59,8 +59,9 @@ def run_code_cells(path: Path, namespace: dict | None = None, replace: dict | No
     for i, (cell, source) in enumerate(zip(nb.cells, sources)):
         if cell.cell_type != "code" or is_test_cell(cell) or not source.strip():
             continue
-        answered = answered or is_answer_cell(cell)
-        if not examples and answered and not is_answer_cell(cell):
+        answer = is_answer_cell(cell)
+        answered = answered or answer
+        if not examples and answered and not answer:
             continue
         filename = f"<{Path(path).stem}-cell-{i}>"
         lines = [line + "\n" for line in source.splitlines()]
