@@ -647,6 +647,28 @@ def test_a_fifth_red_teams_routes_are_refused(cells):
     assert any(_notebook_refused(cells)), cells
 
 
+# The CPU interpreter's arithmetic is Python in the student's process (red team of 2026-12-02: its builder's
+# subtraction made an addition passed a wrong vector add in a notebook's own check): every route to change
+# it, the builder, its instance, NumPy's functions it calls or Triton's tensor operators, is an assignment
+# to an object that is not the notebook's own, or a reach into a dunder, and refused before grading.
+@pytest.mark.parametrize("cells", [
+    ["from triton.runtime.interpreter import InterpreterBuilder\n"
+     "InterpreterBuilder.create_fsub = InterpreterBuilder.create_fadd"],
+    ["import triton.runtime.interpreter as I\nb = I.interpreter_builder\nb.create_fsub = b.create_fadd"],
+    ["import triton.runtime.interpreter as I\nfor I.InterpreterBuilder.create_fsub in [I.InterpreterBuilder.create_fadd]:\n"
+     "    pass"],
+    ["import triton.runtime.interpreter as I\ntype.__setattr__(I.InterpreterBuilder, 'create_fsub', print)"],
+    ["import triton.runtime.interpreter as I\n"
+     "class B(I.InterpreterBuilder):\n    def create_fsub(self, a, b):\n        return self.create_fadd(a, b)\n"
+     "I.interpreter_builder = B()"],
+    ["import numpy as np\nnp.subtract = np.add"],
+    ["import numpy\nnumpy.core.umath.subtract = numpy.add"],
+    ["import triton.language as tl\nT = tl.tensor\nT.__sub__ = T.__add__"],
+])
+def test_the_interpreters_arithmetic_cannot_be_changed(cells):
+    assert any(_notebook_refused(cells)), cells
+
+
 def test_wrap_triton_and_a_written_out_namespace_still_pass():
     cells = ["import torch, triton\nfrom torch.library import triton_op\n@torch.library.triton_op('mylib::add', "
              "mutates_args={})\ndef add(x: torch.Tensor) -> torch.Tensor:\n    out = torch.empty_like(x)\n"
