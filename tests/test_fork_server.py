@@ -16,17 +16,41 @@ from grader.pipeline import fork_server
 NBGRADER = [sys.executable, "-m", fork_server.MODULE]
 
 
-def _printed_by(code: str) -> list:
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+def _printed_by(code: str, cwd=None) -> list:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=cwd,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout.split()
 
 
 def test_what_the_server_imports_starts_no_python_thread_and_no_cuda():
     # (on a GPU machine this also says that importing torch and Triton left CUDA uninitialized)
-    assert _printed_by("import importlib; from grader.pipeline import fork_server as f\n"
-                       "for m in f.PRELOAD: importlib.import_module(m)\n"
+    assert _printed_by("from grader.pipeline import fork_server as f\n"
+                       "f.load(f.PRELOAD)\n"
                        "print(f._python_threads(), f._cuda_initialized())") == ["1", "False"]
+
+
+def test_the_server_has_set_up_a_gradebook_and_a_validator_and_written_nothing(tmp_path):
+    # nbgrader_process.warm_up: SQLAlchemy's mappings of nbgrader's tables and nbformat's compiled schema are
+    # inherited by every fork; its gradebook was in memory, so nothing is left in the folder it ran in
+    printed = _printed_by("import nbformat.validator, nbgrader.api\nfrom grader.pipeline import fork_server as f\n"
+                          "f.load(f.PRELOAD)\n"
+                          "print(len(nbformat.validator.validators), nbgrader.api.Course.__mapper__.configured)",
+                          cwd=tmp_path)
+    assert printed == ["2", "True"], printed
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_preload_entry_may_be_optional_or_name_a_function_to_run(tmp_path):
+    # (what the imports set in the environment, a fork sets again in its own: set_by_imports)
+    (tmp_path / "warm.py").write_text("import os, sys\ndef up():\n    sys.modules['warm'].ran = True\n"
+                                      "    os.environ['WARMED'] = 'yes'\n")
+    assert _printed_by("import sys; sys.path.insert(0, '.'); from grader.pipeline import fork_server as f\n"
+                       "f.load(['json', 'no_such_package.part?', 'json.no_such_module?', 'warm:up'])\n"
+                       "import warm; print(warm.ran, 'no_such_package' in sys.modules, f.set_by_imports)",
+                       cwd=tmp_path) == ["True", "False", "{'WARMED':", "'yes'}"]
+    with pytest.raises(AssertionError, match="ModuleNotFoundError"):    # not optional: its absence is an error
+        _printed_by("from grader.pipeline import fork_server as f\nf.load(['no_such_package'])")
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/nvidiactl"), reason="needs a GPU")

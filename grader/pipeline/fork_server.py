@@ -7,12 +7,14 @@ server that imports them once; each notebook's nbgrader is a fork of it, with th
 command line, folder, environment and output file.
 
 What keeps a fork the same as a freshly started nbgrader:
-- the server only imports: it reads no notebook, opens no gradebook and never touches a GPU, so CUDA is
-  initialized in each fork, after its CUDA_VISIBLE_DEVICES is set;
+- the server imports, and sets up what nbgrader would set up on its first gradebook and notebook with a
+  gradebook in memory (nbgrader_process.warm_up): it reads no notebook, opens no course's gradebook and
+  never touches a GPU, so CUDA is initialized in each fork, after its CUDA_VISIBLE_DEVICES is set;
 - it forks only while Python runs no other thread (a lock held by another thread would stay locked in
   the fork) and CUDA is not initialized; otherwise it refuses to serve and the batch starts
   nbgrader as before;
-- the fork gets the environment the batch gives it, as a new process would.
+- the fork gets the environment the batch gives it, as a new process would, with what the server's imports
+  set in theirs (`set_by_imports`), as a process that imported them itself has.
 
 A fork is the server's child, so the server reaps it and tells the batch its exit status; it is still a
 descendant of the batch, which kills its process tree past the time limit and adopts what it leaves
@@ -27,6 +29,7 @@ status as subprocess.Popen.returncode reports it (negative: killed by that signa
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import select
@@ -40,10 +43,15 @@ from pathlib import Path
 from grader.pipeline import processes
 
 # What every nbgrader process of the batch imports: nbgrader's app and autograde converter, the course's
-# executor (nbgrader_config.py names it) and its checker (torch), nbclient and its kernel client.
+# executor (nbgrader_config.py names it) and its checker (torch), nbclient and its kernel client; what
+# they import only when they first need it (jupyter_client's kernel specs import IPython, PyTorch's
+# autograd its symbolic shapes and with them SymPy, the checker the submission rules and its clock); then
+# what each did once per process on its first gradebook and notebook (nbgrader_process.warm_up). Those
+# had taken about half of each notebook's nbgrader CPU time (py-spy, the adversarial class, CI's 2 cores).
 PRELOAD = ("grader.pipeline.nbgrader_process", "nbgrader.apps.nbgraderapp", "nbgrader.converters.autograde",
            "grader.checker.headless", "grader.checker.verdicts", "nbclient", "jupyter_client", "zmq",
-           "zmq.asyncio", "tornado.ioloop")
+           "zmq.asyncio", "tornado.ioloop", "IPython", "torch.fx.experimental.symbolic_shapes",
+           "grader.pipeline.code_rules", "grader.checker.timer", "grader.pipeline.nbgrader_process:warm_up")
 MODULE = "grader.pipeline.nbgrader_process"   # the only command a fork runs: `python -m MODULE ARGS`
 OFF_ENV = "GRADER_FORK_SERVER"   # "0": every nbgrader is started as a new process, as before
 REAP_POLL_S = 0.05
@@ -74,6 +82,34 @@ def _cuda_initialized() -> bool:
     return False
 
 
+# What the server's imports put in the environment (debugpy sets a variable for the processes it starts):
+# a fork, given its own environment, sets them again, as a process that imported those modules itself has.
+set_by_imports: dict = {}
+
+
+def load(preload) -> None:
+    """Import each module named: "module", "module?" where it is installed (a newer library's part),
+    "module:function" then call its function (work done once here that every fork would do again)."""
+    before = dict(os.environ)
+    for entry in preload:
+        name, _, function = entry.partition(":")
+        optional = name.endswith("?")
+        name = name.rstrip("?")
+        if optional and not _findable(name):
+            continue
+        module = importlib.import_module(name)
+        if function:
+            getattr(module, function)()
+    set_by_imports.update({key: value for key, value in os.environ.items() if before.get(key) != value})
+
+
+def _findable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:   # a parent package is missing
+        return False
+
+
 def serve(path: str, preload=PRELOAD, become=None, fds_per_request: int = 1) -> None:
     """Import `preload`, then fork for each request: the fork runs become(request, fds, sockets) (by default
     the notebook's nbgrader), which must end the process; this one reaps it and answers its exit status.
@@ -85,8 +121,7 @@ def serve(path: str, preload=PRELOAD, become=None, fds_per_request: int = 1) -> 
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     server.bind(path)
     server.listen(64)
-    for module in preload:
-        importlib.import_module(module)
+    load(preload)
     if _python_threads() != 1:
         print(f"fork server: {_python_threads()} threads after the imports; not serving", file=sys.stderr,
               flush=True)
@@ -155,6 +190,7 @@ def _become_nbgrader(request: dict, fds: list, sockets: list) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    os.environ.update(set_by_imports)
     sys.argv = [MODULE, *request["args"]]
     from grader.pipeline import nbgrader_process
     nbgrader_process.main()   # ends the process with nbgrader's exit status
