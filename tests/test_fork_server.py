@@ -17,8 +17,9 @@ NBGRADER = [sys.executable, "-m", fork_server.MODULE]
 
 
 def _printed_by(code: str, cwd=None) -> list:
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))   # the grader from any folder
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=cwd,
-                         env=dict(os.environ, PYTHONPATH=str(REPO)))
+                         env=dict(os.environ, PYTHONPATH=path))
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout.split()
 
