@@ -117,13 +117,42 @@ def course_copy(tmp_path):
     return Course.of(REPO).scratch_copy(tmp_path / "course").root
 
 
+_forks = []   # this test process's fork server for nbgrader commands, started by the first one
+
+
+def _nbgrader_command(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """`nbgrader ARGS` in a course, as Course.nbgrader runs it, but forked from a server that has imported
+    nbgrader and set it up once (the batch's, grader/pipeline/fork_server.py): the tests release and export
+    some fifty times a run, each command 2 to 3 s of CPU when started anew. Its output and errors come
+    back together, as stdout; where no server answers, the command starts anew."""
+    import sys
+    import tempfile
+    from grader.pipeline import fork_server
+    course = Course.of(root)
+    if not _forks:
+        folder = Path(tempfile.mkdtemp(prefix="nbgrader-forks-"))   # private (0700), as the batch's
+        _forks.append(fork_server.ForkServer(folder, course.nbgrader_env(), REPO))
+    with tempfile.TemporaryFile("w+") as out:
+        forked = _forks[0].start([sys.executable, "-m", fork_server.MODULE, *args], root, course.nbgrader_env(), out)
+        if forked is None:
+            return course.nbgrader(*args)
+        code = forked.wait(timeout=900)
+        out.seek(0)
+        return subprocess.CompletedProcess(["nbgrader", *args], code, out.read(), "")
+
+
+def nbgrader_server_pids() -> set:
+    """The process of the fork server that nbgrader() starts, which lives as long as this test process."""
+    return {server.proc.pid for server in _forks if server.proc is not None}
+
+
 def nbgrader(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run one nbgrader command in a course folder, with the current Python environment (once more if a
     kernel never started: two kernels starting at once on a busy machine can pick the same port)."""
     from grader.pipeline.batch import NBGRADER_KERNEL_NEVER_STARTED
-    proc = Course.of(root).nbgrader(*args)
+    proc = _nbgrader_command(root, *args)
     if proc.returncode != 0 and any(sign in proc.stdout + proc.stderr for sign in NBGRADER_KERNEL_NEVER_STARTED):
-        proc = Course.of(root).nbgrader(*args)
+        proc = _nbgrader_command(root, *args)
     if check and proc.returncode != 0:
         raise AssertionError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
