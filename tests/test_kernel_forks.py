@@ -49,10 +49,10 @@ def test_the_server_imports_what_every_checked_kernel_imports_and_starts_nothing
             "print(f._python_threads(), f._cuda_initialized())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.stdout.split() == ["1", "False"], out.stdout + out.stderr
-    # what a started kernel imports first, its application and the debugger its kernel class names, what
-    # the watch imports, and what Triton's first launch imports (where this Triton has it)
+    # what a started kernel imports first, what the watch imports, and what Triton's first launch imports
+    # (where this Triton has it)
     assert set(kernel_forks.PRELOAD) <= set(sandbox.KERNEL_MAIN.replace(";", " ").split()) | {
-        "ipykernel.kernelapp", "ipykernel.debugger", "torch._dynamo", "triton.experimental.gluon?"}
+        "ipykernel.kernelapp", "torch._dynamo", "triton.experimental.gluon?"}
     # ... and the one beyond a started kernel's first imports is what the grader's watch imports in any case
     code = ("import sys, torch; from grader.student import guard\nbefore = 'torch._dynamo' in sys.modules\n"
             "with guard.watch(poison=False, ops=False):\n    torch.ones(2) + 1\n"

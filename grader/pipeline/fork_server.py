@@ -13,8 +13,9 @@ What keeps a fork the same as a freshly started nbgrader:
 - it forks only while Python runs no other thread (a lock held by another thread would stay locked in
   the fork) and CUDA is not initialized; otherwise it refuses to serve and the batch starts
   nbgrader as before;
-- the fork gets the environment the batch gives it, as a new process would, with what the server's imports
-  set in theirs (`set_by_imports`), as a process that imported them itself has.
+- the fork gets the environment the batch gives it, as a new process would (not what the server's
+  imports set in the server's: `import torch._dynamo` sets TORCHINDUCTOR_CACHE_DIR to a folder named
+  after the user who imports it, root's there, and a kernel finds its own).
 
 A fork is the server's child, so the server reaps it and tells the batch its exit status; it is still a
 descendant of the batch, which kills its process tree past the time limit and adopts what it leaves
@@ -82,15 +83,9 @@ def _cuda_initialized() -> bool:
     return False
 
 
-# What the server's imports put in the environment (debugpy sets a variable for the processes it starts):
-# a fork, given its own environment, sets them again, as a process that imported those modules itself has.
-set_by_imports: dict = {}
-
-
 def load(preload) -> None:
     """Import each module named: "module", "module?" where it is installed (a newer library's part),
     "module:function" then call its function (work done once here that every fork would do again)."""
-    before = dict(os.environ)
     for entry in preload:
         name, _, function = entry.partition(":")
         optional = name.endswith("?")
@@ -100,7 +95,6 @@ def load(preload) -> None:
         module = importlib.import_module(name)
         if function:
             getattr(module, function)()
-    set_by_imports.update({key: value for key, value in os.environ.items() if before.get(key) != value})
 
 
 def _findable(name: str) -> bool:
@@ -190,7 +184,6 @@ def _become_nbgrader(request: dict, fds: list, sockets: list) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    os.environ.update(set_by_imports)
     sys.argv = [MODULE, *request["args"]]
     from grader.pipeline import nbgrader_process
     nbgrader_process.main()   # ends the process with nbgrader's exit status

@@ -43,13 +43,13 @@ import types
 
 from grader.pipeline import fork_server
 
-# What every kernel imports before it answers (sandbox.KERNEL_MAIN; the kernel application makes an
-# ipykernel.ipkernel kernel, which imports its debugger and with it debugpy), and what every kernel that reaches a
+# What every kernel imports before it answers (sandbox.KERNEL_MAIN), and what every kernel that reaches a
 # check imports then: torch._dynamo (grader/student/guard.py's watch), about 2.2 s of CPU on the 2-core
 # machine that runs CI, Triton among it, and the part of Triton that its first launch imports (Gluon, since
-# Triton 3.4: 0.2 to 0.4 s a kernel). The debugger and Gluon had taken a tenth of each kernel's CPU time in
-# the adversarial class.
-PRELOAD = ("torch", "ipykernel.kernelapp", "ipykernel.debugger", "torch._dynamo", "triton.experimental.gluon?")
+# Triton 3.4: 0.2 to 0.4 s a kernel, 6% of each kernel's CPU time in the adversarial class). Not ipykernel's
+# debugger, which every kernel imports too (4%): debugpy sets a variable in the environment of the process
+# that imports it, which a fork, given its kernel's own environment, would not have.
+PRELOAD = ("torch", "ipykernel.kernelapp", "torch._dynamo", "triton.experimental.gluon?")
 OFF_ENV = "GRADER_KERNEL_FORKS"
 # Where the launcher finds the server (set by the batch; kept from the kernel's environment).
 SOCKET_ENV = "GRADER_KERNEL_SERVER"
@@ -76,7 +76,6 @@ def _become_kernel(request: dict, fds: list, sockets: list) -> None:
         site = [p for p in sys.path[1:] if p and os.path.abspath(p) not in ours]
         os.environ.clear()
         os.environ.update(request["env"])
-        os.environ.update(fork_server.set_by_imports)
         sys.path[:] = _python_path(os.environ) + site
         tempfile.tempdir = None    # found again from the kernel's TMPDIR
         if "numpy" in sys.modules:
@@ -166,8 +165,4 @@ def server(folder, kernel_env: dict, cwd) -> fork_server.ForkServer:
 
 if __name__ == "__main__":
     # `python -m` put this folder first on the import path: the kernel's is set per request.
-    # debugpy, imported with the kernel's debugger, warns at import that Python's frozen modules may hide
-    # breakpoints unless told not to check, as ipykernel's own kernel specs tell it (the kernel has no use
-    # for the warning; each kernel's environment is its own request's).
-    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     fork_server.serve(sys.argv[1], preload=PRELOAD, become=_become_kernel, fds_per_request=3)
