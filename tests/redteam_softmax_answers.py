@@ -552,3 +552,162 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     softmax_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0))
     return y
 '''
+
+
+# --- NumPy inside the interpreted kernel, by routes a reading of the source does not follow ------------------
+# (a red team's, 2026-12-02: each scored full correctness marks on the CPU until the kernel was handed to
+# Triton's own front end at each launch, grader/student/gpu_compile.source_for_compiler)
+# The kernel loads a row, lets `{step}` rewrite the block's values in place (NumPy on the interpreter's array),
+# and stores the block. `{before}` is the code above the kernel; `{around}` the launch.
+_ROUTE = '''
+import numpy as np
+{before}
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    inside = offs < n_cols
+    x = tl.load(x_ptr + row * x_stride + offs, mask=inside, other=-float("inf")).to(tl.float32)
+{step}
+    tl.store(out_ptr + row * out_stride + offs, x.to(out_ptr.dtype.element_ty), mask=inside)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+{around}
+    return y
+'''
+_IN_PLACE = '''
+def in_place(block):
+    d = block.handle.data
+    d[...] = np.exp(d - d.max())
+    d /= d.sum()
+    return block
+'''
+_LAUNCH = ("    softmax_row_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), "
+           "BLOCK_SIZE=triton.next_power_of_2(n_cols))")
+
+
+def _route(step: str, before: str = _IN_PLACE, around: str = _LAUNCH) -> str:
+    return _ROUTE.format(before=before, step=step, around=around)
+
+
+NUMPY_ROUTES = {
+    # the block's array through operator.attrgetter, NumPy through a local alias
+    "attrgetter_alias": _route('''    get = operator.attrgetter("handle")
+    d = get(x).data
+    e = np.exp
+    d[...] = e(d - d.max())
+    d /= d.sum()''', before="import operator\n"),
+    # a plain helper called through a local name
+    "local_helper": _route('''    helper = in_place
+    helper(x)'''),
+    # a chain of plain helpers, deeper than a reading of the source follows
+    "deep_chain": _route("    h1(x)", before=_IN_PLACE + "".join(
+        f"\n\ndef h{i}(block):\n    return {'h' + str(i + 1) if i < 6 else 'in_place'}(block)\n" for i in range(1, 7))),
+    # an object of the student's class whose __getitem__ does the work
+    "getitem": _route("    x = NORMALISE[x]", before=_IN_PLACE + '''
+
+class Normaliser:
+    def __getitem__(self, block):
+        return in_place(block)
+
+
+NORMALISE = Normaliser()
+'''),
+    # a global bound to a clean @triton.jit helper for a first launch, then to NumPy for the real one
+    "rebound_between_launches": _route("    x = normalise(x)", before=_IN_PLACE + '''
+
+@triton.jit
+def ones(x):
+    return x * 0.0 + 1.0
+
+
+normalise = ones
+''', around='''    global normalise
+    scratch = torch.zeros(1, 1, dtype=x.dtype)
+    normalise = ones
+    softmax_row_kernel[(1,)](scratch, scratch, 1, 1, 1, BLOCK_SIZE=1)
+    normalise = in_place
+''' + _LAUNCH + "\n    normalise = ones"),
+    # ... or rebound by the grid function, which runs inside the launch, after the launch was seen
+    "rebound_by_the_grid": _route("    x = normalise(x)", before=_IN_PLACE + '''
+
+@triton.jit
+def ones(x):
+    return x * 0.0 + 1.0
+
+
+normalise = ones
+
+
+def rows(meta, n):
+    global normalise
+    normalise = in_place
+    return (n,)
+''', around='''    global normalise
+    normalise = ones
+    softmax_row_kernel[lambda meta: rows(meta, n_rows)](x, y, n_cols, x.stride(0), y.stride(0),
+                                                        BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    normalise = ones'''),
+}
+
+# Python numbers out of a block: float() of each scalar the kernel loads, the softmax in Python's arithmetic
+FLOAT_OF_A_BLOCK = '''
+import math
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    values = [float(tl.load(x_ptr + row * x_stride + i)) for i in range(n_cols)]
+    top = max(values)
+    total = sum(math.exp(v - top) for v in values)
+    for i in range(n_cols):
+        tl.store(out_ptr + row * out_stride + i, math.exp(values[i] - top) / total)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK_SIZE=1)
+    return y
+'''
+
+# Honest and unusual: a @triton.jit helper under another global name, constexpr globals (one computed with
+# math), tl.math reached as a module, a loop over a constexpr count of rows.
+HONEST_UNUSUAL = '''
+import math
+
+LOG2E = tl.constexpr(1.0 / math.log(2.0))
+ROWS = tl.constexpr(2)
+
+
+@triton.jit
+def _exp2_scaled(x):
+    return tl.exp2(x * LOG2E)
+
+
+exponential = _exp2_scaled
+
+
+@triton.jit
+def softmax_kernel(x_ptr, out_ptr, n_rows, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    for r in tl.static_range(ROWS):
+        row = tl.program_id(0) * ROWS + r
+        offs = tl.arange(0, BLOCK_SIZE)
+        mask = offs < tl.where(row < n_rows, n_cols, 0)
+        x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        e = exponential(x - tl.max(x, axis=0))
+        s = tl.sum(e, axis=0)
+        y = e * tl.math.div_rn(1.0, s)
+        tl.store(out_ptr + row * out_stride + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_kernel[(triton.cdiv(x.shape[0], ROWS),)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
+                                                     BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''

@@ -26,7 +26,7 @@ from grader.pipeline import batch, kernel_forks, sandbox
 # What a kernel sees of its own process, printed from a cell before the answer.
 FINGERPRINT = '''
 import ctypes, json, os, sys, tempfile
-import numpy
+import numpy, torch
 print("FINGERPRINT " + json.dumps({
     "uid": os.getuid(), "euid": os.geteuid(), "groups": os.getgroups(),
     "parent": open(f"/proc/{os.getppid()}/cmdline").read().replace("\\0", " "),
@@ -35,7 +35,7 @@ print("FINGERPRINT " + json.dumps({
     "home": os.environ["HOME"], "tmp": tempfile.gettempdir(), "cwd": os.getcwd(),
     "argv": sys.argv[:1], "main": sorted(k for k in vars(sys.modules["__main__"]) if not k.startswith("_")),
     "dumpable": ctypes.CDLL(None).prctl(3, 0, 0, 0, 0),
-    "numpy draw": float(numpy.random.random()),
+    "numpy draw": float(numpy.random.random()), "torch seed": torch.initial_seed(),
     "triton cache": __import__("triton").knobs.cache.dir if hasattr(__import__("triton"), "knobs") else None,
 }))
 '''
@@ -121,7 +121,9 @@ def test_a_forked_kernel_is_a_started_one_in_the_same_sandbox(course_copy, monke
         # above says the compile worked; without one the interpreter compiles nothing)
         assert kernel["triton cache"] in (None, os.path.join(kernel["home"], "triton")), kernel["triton cache"]
     assert forked["s1"]["uid"] != forked["s2"]["uid"]
-    assert forked["s1"]["numpy draw"] != forked["s2"]["numpy draw"]   # not the server's generator state
+    # not the server's generator states (a red team's two kernels drew the same torch.randn)
+    assert forked["s1"]["numpy draw"] != forked["s2"]["numpy draw"]
+    assert forked["s1"]["torch seed"] != forked["s2"]["torch seed"]
     for what in ("path", "environment", "argv", "main"):   # (each batch has a folder of its own)
         assert _batch_folder_named(forked["s1"][what]) == _batch_folder_named(started["s1"][what]), what
     assert not {kernel_forks.SOCKET_ENV, sandbox.UIDS_ENV, *sandbox.SECRETS} & set(forked["s1"]["environment"])

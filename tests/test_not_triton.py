@@ -65,18 +65,23 @@ def softmax(x):
 '''
 
 
-def _softmax_of(cell: str, tmp_path, name: str):
-    """The cell as a module of its own (Triton needs a kernel's source in a file): its softmax."""
+def _module_of(cell: str, tmp_path, name: str):
+    """The cell as a module of its own (Triton needs a kernel's source in a file)."""
     path = tmp_path / f"{name}.py"
     path.write_text(PRELUDE + cell)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    return module.softmax
+    return module
 
 
-@pytest.mark.parametrize("name", ["TUTORIAL_STYLE", "LIGER_STYLE", "EXP2_MULTIROW", "HELPER_ON_CONSTEXPRS"])
+def _softmax_of(cell: str, tmp_path, name: str):
+    return _module_of(cell, tmp_path, name).softmax
+
+
+@pytest.mark.parametrize("name", ["TUTORIAL_STYLE", "LIGER_STYLE", "EXP2_MULTIROW", "HELPER_ON_CONSTEXPRS",
+                                  "AUTOTUNED_AND_PRUNED", "HONEST_UNUSUAL"])
 def test_honest_kernels_with_python_around_them_pass(name, tmp_path):
     cell = HELPER_ON_CONSTEXPRS if name == "HELPER_ON_CONSTEXPRS" else getattr(answers, name)
     grader.check("day2.softmax", _softmax_of(cell, tmp_path, f"honest_{name.lower()}"))
@@ -89,6 +94,30 @@ def test_numpy_inside_a_kernel_is_refused(name, tmp_path):
     with pytest.raises(CheckFailed, match="not Triton") as failed:
         grader.check("day2.softmax", _softmax_of(cell, tmp_path, f"cheat_{name.lower()}"))
     assert "softmax_row_kernel" in str(failed.value)
+
+
+@on_cpu_only
+@pytest.mark.parametrize("route", [*answers.NUMPY_ROUTES, "float_of_a_block"])
+def test_python_computing_inside_a_kernel_by_any_route_is_refused_by_tritons_compiler(route, tmp_path):
+    # Each route is Python that Triton's compiler would not take: the kernel, as its globals are when its
+    # programs start, goes to Triton's own front end, which refuses it as it would on the GPU.
+    cell = answers.FLOAT_OF_A_BLOCK if route == "float_of_a_block" else answers.NUMPY_ROUTES[route]
+    with pytest.raises(CheckFailed, match="not Triton|compiler rejects it") as failed:
+        grader.check("day2.softmax", _softmax_of(cell, tmp_path, f"cheat_{route}"))
+    said = str(failed.value)
+    assert "softmax_row_kernel" in said and ("compiler rejects it for the grading" in said or "a kernel may read" in said
+                                             or "bound to another object" in said), said
+
+
+def test_the_compiler_is_handed_the_kernel_as_its_globals_are_at_each_launch(tmp_path):
+    from grader.student import gpu_compile
+    module = _module_of(answers.NUMPY_ROUTES["rebound_between_launches"], tmp_path, "rebound")
+    text, refused, reads = gpu_compile.source_for_compiler(module.softmax_row_kernel)
+    assert refused == [] and "normalise = ones" in text and "@triton.jit\ndef ones(x)" in text
+    module.normalise = module.in_place
+    assert gpu_compile.reads_changed(reads) == ["normalise"]
+    _, refused, _ = gpu_compile.source_for_compiler(module.softmax_row_kernel)
+    assert refused and "`normalise` (a function" in refused[0]
 
 
 # Prints from a helper a kernel calls, and a raise (whose message the interpreter would hand to Python)

@@ -6,8 +6,9 @@ Honest variants (Triton's fused-softmax tutorial's manner, Liger-Kernel's looped
 several rows per program, Triton's autotuning with pruning and a heuristic) must get the 3 correctness
 points; cheats (PyTorch computing beside a launch, PyTorch in a class of the answer's own that Triton's
 autotuner or heuristics call into, the grader's functions called or patched from the answer cell, the
-grader's figures and exercise data written from it, NumPy computing inside the interpreted kernel) must
-get 0, or be refused with the rule they broke.
+grader's figures and exercise data written from it, NumPy computing inside the interpreted kernel, by
+an object's __getitem__ or through a global that the grid function rebinds) must get 0, or be refused
+with the rule they broke.
 Without a GPU the speed cell scores 0 for everyone and says that it needs a CUDA GPU.
 """
 from __future__ import annotations
@@ -43,6 +44,10 @@ CLASS = {
     "cheat_numpy_in_kernel": (answers.NUMPY_IN_THE_INTERPRETER, 0,
                               "NumPy computes the softmax inside the interpreted kernel's body"),
     "honest_autotuned": (answers.AUTOTUNED_AND_PRUNED, 3, "triton.autotune, prune_configs_by and a heuristic"),
+    "honest_unusual": (answers.HONEST_UNUSUAL, 3, "a @triton.jit helper under another name, constexpr globals"),
+    "cheat_numpy_in_getitem": (answers.NUMPY_ROUTES["getitem"], 0, "NumPy in an object's __getitem__, in the kernel"),
+    "cheat_numpy_rebound_by_grid": (answers.NUMPY_ROUTES["rebound_by_the_grid"], 0,
+                                    "a clean helper's global rebound to NumPy by the grid function"),
     "cheat_config_subclass": (answers.CONFIG_SUBCLASS, 0, "torch in a triton.Config subclass's all_kwargs"),
     "cheat_config_values": (answers.CONFIG_VALUES_DICT_SUBCLASS, 0, "torch in a config values dict's keys()"),
     "cheat_autotune_keys": (answers.KEYS_LIST_SUBCLASS, 0, "torch in the autotune key list's __iter__"),

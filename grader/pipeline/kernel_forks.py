@@ -78,8 +78,11 @@ def _become_kernel(request: dict, fds: list, sockets: list) -> None:
         os.environ.update(request["env"])
         sys.path[:] = _python_path(os.environ) + site
         tempfile.tempdir = None    # found again from the kernel's TMPDIR
+        # the generators a started kernel seeds afresh (torch's CUDA ones only once CUDA starts)
         if "numpy" in sys.modules:
             sys.modules["numpy"].random.seed()
+        if "torch" in sys.modules:
+            sys.modules["torch"].seed()
         sys.modules["__main__"] = types.ModuleType("__main__")
         for name in [m for m in sys.modules if m == "grader" or m.startswith("grader.")]:
             del sys.modules[name]  # the kernel imports the grader itself, from its PYTHONPATH

@@ -171,8 +171,8 @@ def run_student(spec, fn, args, label: str, tune_briefly: bool | None = None, re
     except CheckFailed:
         raise
     except Exception as e:  # the student's code raised: show where, briefly
-        if refused_launch(e) and record.forbidden():   # the rule it broke, not the error that stopped it
-            raise computed_with_pytorch(spec, record, "your function", f"on {label}") from None
+        if refused_launch(e):   # the rule it broke, not the error that stopped it
+            refuse(spec, record, "your function", f"on {label}")
         said = where_it_raised(e)
         if on_host is not None and illegal_access(e):
             said += "\n" + memcheck.after_illegal_access(fn, on_host)
@@ -221,6 +221,8 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches:
                           f"In the CPU interpreter a kernel's body runs as plain Python, so this ran here; a "
                           f"GPU's compiler refuses it, and the grade is the GPU's. A kernel computes with tl.* "
                           f"and other @triton.jit functions only.")
+    if getattr(record, "not_compiled", None):
+        raise not_compiled(spec, *record.not_compiled[0], next(iter(gpu_compile.GRADING_TARGETS)))
     if getattr(record, "overreaching_descriptors", None):
         raise CheckFailed(f"{spec.title}: {record.overreaching_descriptors[0]} {where}. {DESCRIPTOR_RULE}")
     if getattr(record, "launch_errors", None):
@@ -378,8 +380,8 @@ def _student_grads(spec, y, leaves, dy, label):
         with stderr_to_stdout(), watch_student(spec, (leaves, dy)) as record:
             grads = torch.autograd.grad(y, leaves, dy, allow_unused=True, retain_graph=True)
     except Exception as e:
-        if refused_launch(e) and record.forbidden():
-            raise computed_with_pytorch(spec, record, "your backward", f"on {label}") from None
+        if refused_launch(e):
+            refuse(spec, record, "your backward", f"on {label}", launches=not spec.times_step)
         raise CheckFailed(f"{spec.title}: your backward raised on {label}:\n{where_it_raised(e)}") from None
     # (the backward of a loss whose forward computed the gradients only scales them: spec.times_step)
     refuse(spec, record, "your backward", f"on {label}", launches=not spec.times_step)
@@ -705,16 +707,23 @@ def _call_once(spec, fn, shape, dtype, device: str) -> None:
                         allow_unused=True)
 
 
+def not_compiled(spec, kernel: str, message: str, target: str) -> CheckFailed:
+    """The verdict on a kernel that runs in the interpreter and that Triton's compiler refuses for the GPU
+    where it is graded (at each launch: guard._as_compiled; after a visible check: _compiles_for_the_gpu)."""
+    return CheckFailed(f"{spec.title}: your kernel `{kernel}` runs in Triton's CPU interpreter, but Triton's "
+                       f"compiler rejects it for {target}, where it is graded:\n{message[-2000:]}\n  The interpreter "
+                       f"runs Python as written; the compiler also checks types and shapes, and takes only Triton "
+                       f"in a kernel (tl.*, other @triton.jit functions, tl.constexpr globals). Fix this here: on the "
+                       f"grading GPU the check fails.")
+
+
 def _compiles_for_the_gpu(spec, launches: list) -> None:
     """In the CPU interpreter: the kernels the check launched must also compile for the grading GPU; where
     they do not compile for a student's GPU (a T4), the check says so."""
     judged, failures, usage = gpu_compile.check(launches)
     for kernel, target, message in failures:
         if target in gpu_compile.GRADING_TARGETS:
-            raise CheckFailed(f"{spec.title}: your kernel `{kernel}` runs in Triton's CPU interpreter, but Triton's "
-                              f"compiler rejects it for {target}, where it is graded:\n{message}\n  The interpreter "
-                              f"runs Python as written; the compiler also checks types and shapes. Fix this here: "
-                              f"on the grading GPU the check fails.")
+            raise not_compiled(spec, kernel, message, target)
     for kernel, target, message in failures:
         first = message.strip().splitlines()[-1] if message.strip() else "a compile error"
         print(f"Note: {spec.title}: your kernel `{kernel}` does not compile for {target} ({first}). Grading "

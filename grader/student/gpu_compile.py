@@ -17,6 +17,10 @@ only the compiler's own errors are reported.
 from __future__ import annotations
 
 import ast
+import atexit
+import builtins
+import contextlib
+import dis
 import inspect
 import json
 import os
@@ -24,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import types
 from pathlib import Path
 
@@ -212,12 +217,26 @@ def _describe(value):
     import torch
     if isinstance(value, torch.Tensor):
         # with whether its address is a multiple of 16 bytes, which Triton's launcher specializes on
-        return {"tensor": str(value.dtype).replace("torch.", ""), "aligned": value.data_ptr() % 16 == 0}
+        return {"tensor": str(value.dtype).replace("torch.", ""), "aligned": value.data_ptr() % 16 == 0,
+                "type": _mangled(value)}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if hasattr(value, "value") and isinstance(getattr(value, "value"), (bool, int, float, str)):
         return value.value    # a tl.constexpr
-    return {"other": type(value).__name__}
+    return {"other": type(value).__name__, "type": _mangled(value)}
+
+
+def _mangled(value):
+    """The type Triton's launcher gives an argument in its signature ("*bf16", "tensordesc<bf16[64, 64]>", a
+    tuple's as a list), or None where it gives none."""
+    if isinstance(value, tuple):   # element by element: the launcher's own makes a 1 a constant in a tuple
+        types_ = [_mangled(v) for v in value]
+        return None if None in types_ else types_
+    try:
+        from triton.runtime.jit import mangle_type
+        return mangle_type(value)
+    except Exception:  # noqa: BLE001 - a kind of argument Triton's launcher does not take
+        return None
 
 
 def enabled() -> bool:
@@ -268,6 +287,70 @@ def _compile_in_child(module: str, specs: list) -> tuple:
         verdict = 0, [], []    # the child could not judge (no compiler back end here, say): no verdict
     _DONE[key] = verdict
     return verdict
+
+
+def _as_tuples(value):
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+# Triton's names for the element types of the tensors a launch passed
+_TRITON_TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
+                 "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
+
+
+def compile_jobs(module, specs: list, unknown: list | None = None) -> dict:
+    """{key: (spec, kernel, signature, constexprs, attrs, options)}: one compile per kernel, signature and
+    options, from the launches described by `launch` (run where `module`, the rebuilt kernels, was imported
+    without the interpreter). A launch with an argument that cannot be described is left out, and
+    (kernel, argument) added to `unknown`."""
+    jobs = {}
+    for spec in specs:
+        fn = getattr(module, spec["kernel"])
+        values = dict(zip(fn.arg_names, spec["args"]))
+        values.update({k: v for k, v in spec["kwargs"].items() if k in fn.arg_names})
+        for param, name in zip(fn.params, fn.arg_names):   # the defaults a launch did not pass
+            default = getattr(param, "default", inspect.Parameter.empty)
+            if name not in values and default is not inspect.Parameter.empty and _plain(default):
+                values[name] = default
+        options = {k: v for k, v in spec["kwargs"].items() if k in ("num_warps", "num_stages")}
+        signature, constexprs, missing = {}, {}, []
+        # What the launcher assumes of a GPU launch and the compiler builds on (16-byte vector loads): pointers
+        # and integers that are multiples of 16. Without it the registers said would be those of a kernel with
+        # no vector loads (for Day 5's dropout 150, where an H200 ran it with 40).
+        divisible = {}
+        for i, name in enumerate(fn.arg_names):
+            v = values.get(name)
+            if fn.params[i].is_constexpr:
+                signature[name], constexprs[name] = "constexpr", v
+            elif isinstance(v, dict) and "tensor" in v and v["tensor"] in _TRITON_TYPES:
+                signature[name] = "*" + _TRITON_TYPES[v["tensor"]]
+                if v.get("aligned"):
+                    divisible[(i,)] = [["tt.divisibility", 16]]
+            elif isinstance(v, bool):
+                signature[name] = "i1"
+            elif isinstance(v, int):
+                signature[name] = "i32" if -2**31 <= v < 2**31 else "i64"
+                if v % 16 == 0:
+                    divisible[(i,)] = [["tt.divisibility", 16]]
+            elif isinstance(v, float):
+                signature[name] = "fp32"
+            elif v is None and name in values:
+                signature[name], constexprs[name] = "constexpr", None
+            elif isinstance(v, dict) and isinstance(v.get("type"), (str, list)):
+                # a tensor descriptor, a tuple: the type Triton's launcher gave it (a tuple's as a tuple)
+                signature[name] = _as_tuples(v["type"])
+            else:
+                missing.append(name)
+        if missing:
+            if unknown is not None:
+                unknown += [(spec["kernel"], name) for name in missing]
+            continue
+        # Of launches that differ only in what is a multiple of 16, the one with the most (a case's sizes
+        # vary; the timed, large one is usually the aligned one).
+        key = json.dumps([spec["kernel"], signature, constexprs, options], sort_keys=True, default=str)
+        if key not in jobs or len(divisible) > len(jobs[key][4]):
+            jobs[key] = (spec, fn, signature, constexprs, divisible, options)
+    return jobs
 
 
 def _collect(kernel, kernels: dict) -> None:
@@ -377,7 +460,7 @@ folder = sys.argv[1]
 sys.path.insert(0, folder)
 sys.path.insert(1, sys.argv[2])   # where the grader is: resource_usage
 try:
-    from grader.student.gpu_compile import GRADING_TARGETS, resource_usage
+    from grader.student.gpu_compile import GRADING_TARGETS, compile_jobs, compiler_message, resource_usage
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -386,57 +469,15 @@ try:
 except Exception:
     print(json.dumps({"judged": 0, "failures": [], "usage": []})); sys.exit(0)
 setup = json.loads(pathlib.Path(folder, "specs.json").read_text())
-TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
-         "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
-failures, judged, usage, jobs = [], 0, [], {}
-for spec in setup["specs"]:
-    fn = getattr(student_kernels, spec["kernel"])
-    values = dict(zip(fn.arg_names, spec["args"]))
-    values.update({k: v for k, v in spec["kwargs"].items() if k in fn.arg_names})
-    options = {k: v for k, v in spec["kwargs"].items() if k in ("num_warps", "num_stages")}
-    signature, constexprs, unknown = {}, {}, False
-    # What the launcher assumes of a GPU launch and the compiler builds on (16-byte vector loads): pointers
-    # and integers that are multiples of 16. Without it the registers said would be those of a kernel with
-    # no vector loads (for Day 5's dropout 150, where an H200 ran it with 40).
-    divisible = {}
-    for i, name in enumerate(fn.arg_names):
-        v = values.get(name)
-        if fn.params[i].is_constexpr:
-            signature[name], constexprs[name] = "constexpr", v
-        elif isinstance(v, dict) and "tensor" in v and v["tensor"] in TYPES:
-            signature[name] = "*" + TYPES[v["tensor"]]
-            if v.get("aligned"):
-                divisible[(i,)] = [["tt.divisibility", 16]]
-        elif isinstance(v, bool):
-            signature[name] = "i1"
-        elif isinstance(v, int):
-            signature[name] = "i32" if -2**31 <= v < 2**31 else "i64"
-            if v % 16 == 0:
-                divisible[(i,)] = [["tt.divisibility", 16]]
-        elif isinstance(v, float):
-            signature[name] = "fp32"
-        elif v is None and name not in values:
-            unknown = True     # a default the launch did not pass: leave this launch unjudged
-        else:
-            unknown = True
-    if unknown:
-        continue
-    # One compile per kernel, signature and options: of launches that differ only in what is a multiple of
-    # 16, the one with the most (a case's sizes vary; the timed, large one is usually the aligned one).
-    key = json.dumps([spec["kernel"], signature, constexprs, options], sort_keys=True, default=str)
-    if key not in jobs or len(divisible) > len(jobs[key][4]):
-        jobs[key] = (spec, fn, signature, constexprs, divisible, options)
+failures, judged, usage = [], 0, []
+jobs = compile_jobs(student_kernels, setup["specs"])
 for spec, fn, signature, constexprs, divisible, options in jobs.values():
     for target_name, target in setup["targets"].items():
         try:
             compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=divisible),
                                       target=GPUTarget(*target), options=options)
         except CompilationError as e:
-            parts, cause = [str(e).strip()], e.__cause__
-            while cause is not None and len(parts) < 4:  # the error inside a called @triton.jit function
-                parts.append(str(cause).strip())
-                cause = cause.__cause__
-            text = "\n".join(parts)
+            text = compiler_message(e)   # with the error inside a called @triton.jit function
             if "is not defined" in text:   # a global this module could not rebuild: no verdict
                 continue
             failures.append([spec["kernel"], target_name, text])
@@ -465,3 +506,325 @@ def usage_said(compiled, dev) -> list:
     lines = describe_usage(usage)
     return ["  what your kernels ask of each SM:"] + [line.replace(f" on {dev.name}:", ":", 1) for line in lines] \
         if lines else []
+
+
+# --- What Triton's compiler makes of an interpreted kernel, at each launch --------------------------------
+#
+# In the interpreter a kernel's body is Python, and Python runs much that Triton's compiler refuses: NumPy on
+# a block's values (reached through a helper, an alias, an object's __getitem__ ...), float() of a block, a
+# plain Python function. Red teams found one route after another past not_triton's reading of the source,
+# which can only list what it knows. So at each interpreted launch under a check, the kernel and every
+# @triton.jit function it reaches are handed, with the globals they read at that moment, to Triton's own
+# front end (the source to Triton IR, for the grading GPU; no back end, no GPU), which refuses all of these
+# as it would on the GPU. A global of a kind the compiler takes no copy of (a plain function, an object of
+# the student's class, a list) is refused as it is: Triton's compiler reads no such global in a kernel.
+# The globals read are noted, and before each program of the launch they must still be the same objects
+# (a grid function, a hook or an object's __index__ runs between the check and the programs).
+
+FRONTEND_TIMEOUT_S = 120
+# Python's builtins that Triton's front end takes in a kernel (CodeGenerator.builtin_namespace), besides
+# its own functions: any other builtin a kernel reads is refused by the compiler itself.
+_MISSING = object()
+
+
+def _global_names(code) -> tuple:
+    """The global names a function's code loads (its nested code's too), as Python looks them up."""
+    names = _GLOBAL_NAMES.get(code)
+    if names is None:
+        found = [ins.argval for ins in dis.get_instructions(code) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                found += _global_names(const)
+        names = _GLOBAL_NAMES[code] = tuple(dict.fromkeys(found))
+    return names
+
+
+_GLOBAL_NAMES: dict = {}
+_SOURCES: dict = {}
+
+
+def _cached_source(fn) -> tuple:
+    """(the function's source from its `def` on, the names its signature's annotations and defaults read,
+    which Python looks up when the `def` runs)."""
+    key = fn.__code__
+    if key not in _SOURCES:
+        source = _def_source(fn)
+        args = ast.parse(source).body[0].args
+        signature = [*args.defaults, *[d for d in args.kw_defaults if d is not None],
+                     *[a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if a.annotation]]
+        names = [n.id for node in signature for n in ast.walk(node) if isinstance(n, ast.Name)]
+        _SOURCES[key] = source, tuple(dict.fromkeys(names))
+    return _SOURCES[key]
+
+
+def _plain(value) -> bool:
+    """A number, a string, None, or a tuple of them: exactly those types (a subclass runs its own code)."""
+    if type(value) is tuple:
+        return all(_plain(v) for v in value)
+    return type(value) in (bool, int, float, str, type(None))
+
+
+def _literal(value) -> str:
+    if type(value) is float and value != value or value in (float("inf"), float("-inf")):
+        return f"float({str(value)!r})"
+    return repr(value)
+
+
+def _jit_fn(value):
+    """The Python function of a student's @triton.jit function (interpreted or not), else None."""
+    if type(value).__name__ in ("InterpretedFunction", "JITFunction"):
+        fn = getattr(value, "fn", None)
+        if isinstance(fn, types.FunctionType) and (fn.__module__ or "").split(".")[0] != "triton":
+            return fn
+    return None
+
+
+def source_for_compiler(kernel) -> tuple:
+    """(module text, [what it reads that Triton's compiler takes no copy of], [(where, name, object)] every
+    global the kernel and the @triton.jit functions it reaches read now): what Triton's front end is to
+    compile for this interpreted kernel, as its globals are at this moment."""
+    defs, lines, aliases, refused, reads, seen = {}, [], [], [], [], set()
+    todo = [getattr(kernel, "fn", kernel)]
+    while todo:
+        fn = todo.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        if fn.__name__ in defs:
+            refused.append(f"two @triton.jit functions named `{fn.__name__}`")
+            continue
+        defs[fn.__name__], in_signature = _cached_source(fn)
+        cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+        for name in dict.fromkeys([*_global_names(fn.__code__), *in_signature, *cells]):
+            if name in cells:
+                where = cells[name]
+                try:
+                    value = where.cell_contents
+                except ValueError:
+                    value = _MISSING
+            else:
+                where = fn.__globals__ if name in fn.__globals__ else vars(builtins)
+                value = where.get(name, _MISSING)
+            reads.append((where, name, value))
+            if value is _MISSING or where is vars(builtins):
+                continue                # the front end says what it makes of a builtin, or of no such name
+            line = _rebuilt(name, value, todo)
+            if line == "":
+                continue
+            if line is None:
+                kind = "function" if isinstance(value, types.FunctionType) else type(value).__name__
+                refused.append(f"`{name}` (a {kind}: a kernel may read @triton.jit functions, modules and "
+                               f"tl.constexpr values, and Triton's compiler takes nothing else)")
+            elif line.startswith("="):
+                aliases.append(f"{name} {line}")
+            elif line not in lines:
+                lines.append(line)
+    header = ["import triton", "import triton.language as tl", *lines]
+    bodies = [f"@triton.jit\n{source}" for source in defs.values()]
+    return ("\n".join(header) + "\n\n\n" + "\n\n\n".join(bodies) + "\n\n" + "\n".join(aliases) + "\n",
+            refused, reads)
+
+
+def _rebuilt(name: str, value, todo: list) -> str | None:
+    """The line that binds `name` as Triton's compiler would see it ("= other" for a @triton.jit function
+    under another name), or None for a global of a kind it refuses."""
+    fn = _jit_fn(value)
+    if fn is not None:
+        todo.append(fn)
+        return f"= {fn.__name__}" if fn.__name__ != name else ""
+    if isinstance(value, types.ModuleType):
+        return f"import {value.__name__} as {name}"
+    if _plain(value):
+        return f"{name} = {_literal(value)}"
+    module = type(value).__module__ or ""
+    if module.split(".")[0] == "triton":
+        if type(value).__name__ == "constexpr" and _plain(getattr(value, "value", _MISSING)):
+            return f"{name} = triton.language.constexpr({_literal(value.value)})"
+        if type(value).__name__ == "dtype" and isinstance(getattr(value, "name", None), str):
+            return f"{name} = triton.language.dtype({value.name!r})"
+    own = getattr(value, "__module__", None) or ""
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)) and own.split(".")[0] == "triton" \
+            and "<" not in getattr(value, "__qualname__", "<"):
+        return f"from {own} import {value.__qualname__} as {name}" if "." not in value.__qualname__ else None
+    return None
+
+
+def reads_changed(reads: list) -> list:
+    """The names of `reads` (source_for_compiler) bound to another object now."""
+    changed = []
+    for where, name, value in reads:
+        if isinstance(where, dict):
+            now = where.get(name, _MISSING)
+        else:
+            try:
+                now = where.cell_contents
+            except ValueError:
+                now = _MISSING
+        if now is not value:
+            changed.append(name)
+    return changed
+
+
+def compiler_message(error: BaseException) -> str:
+    """A compile error's text, with the errors inside the @triton.jit functions it called."""
+    parts, cause = [str(error).strip()], error.__cause__
+    while cause is not None and len(parts) < 4:
+        parts.append(str(cause).strip())
+        cause = cause.__cause__
+    return "\n".join(p for p in parts if p)
+
+
+def frontend(fn, signature, constexprs, attrs, options, target) -> str | None:
+    """Triton's front end on one launch (the source to Triton IR for `target`): None where it compiles,
+    else the compiler's message. Raises only where no front end can be set up here (the machine's)."""
+    from triton._C.libtriton import ir
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.compiler.compiler import make_backend
+    from triton.compiler.errors import CompilationError
+    target = GPUTarget(*target)
+    backend = make_backend(target)
+    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    options = backend.parse_options(dict(options, **src.parse_options()))
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    setup = (options, backend.get_codegen_implementation(options), backend.get_module_map(), context)
+    try:   # (Triton 3.5 on also hands it the target)
+        with_target = "target" in inspect.signature(src.make_ir).parameters
+        src.make_ir(*((target,) if with_target else ()), *setup)
+    except Exception as e:  # noqa: BLE001 - whatever the front end raises is its verdict on the source
+        return compiler_message(e) if isinstance(e, CompilationError) else f"{type(e).__name__}: {e}"
+    return None
+
+
+# The front end's process: imports the kernels rebuilt (as files, where Triton reads their source) and
+# answers each request with the launches it refuses, a JSON line after MARK.
+_FRONTEND_CHILD = r'''
+import contextlib, importlib.util, json, os, sys, tempfile, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, sys.argv[1])
+MARK = "@@frontend@@"
+try:
+    from grader.student.gpu_compile import GRADING_TARGETS, compile_jobs, frontend
+    import triton.compiler.compiler
+except Exception as e:
+    print(MARK + json.dumps({"unavailable": repr(e)}), flush=True)
+    sys.exit(0)
+print(MARK + json.dumps({"ready": True}), flush=True)
+folder = tempfile.mkdtemp(prefix="grader-frontend-")
+sys.path.insert(0, folder)
+target = list(GRADING_TARGETS.values())[0]
+for n, line in enumerate(sys.stdin):
+    request, failures, judged = json.loads(line), [], 0
+    name = f"student_kernels_{n}"
+    path = os.path.join(folder, name + ".py")
+    with open(path, "w") as f:
+        f.write(request["module"])
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            unknown = []
+            jobs = compile_jobs(module, request["specs"], unknown)
+            failures += [[kernel, f"its argument `{name}` is of a kind Triton's launcher cannot hand a kernel"]
+                         for kernel, name in unknown]
+            for spec_, fn, signature, constexprs, attrs, options in jobs.values():
+                message = frontend(fn, signature, constexprs, attrs, options, target)
+                judged += 1
+                if message:
+                    failures.append([spec_["kernel"], message])
+    except Exception as e:
+        failures.append(["", f"{type(e).__name__}: {e}"])
+    print(MARK + json.dumps({"failures": failures, "judged": judged}), flush=True)
+'''
+_FRONTEND_MARK = "@@frontend@@"
+_frontend_state: dict = {}     # "proc": the front end's process; "unavailable": why there is none
+_FRONTEND_DONE: dict = {}
+
+
+def _frontend_reply(proc, timeout_s: float):
+    import select
+    deadline = time.monotonic() + timeout_s
+    buffer = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        ready, _, _ = select.select([proc.stdout], [], [], left)
+        if not ready:
+            raise TimeoutError
+        chunk = os.read(proc.stdout.fileno(), 1 << 16)
+        if not chunk:
+            raise EOFError
+        buffer += chunk
+        for line in buffer.split(b"\n")[:-1]:
+            text = line.decode(errors="replace")
+            if text.startswith(_FRONTEND_MARK):
+                return json.loads(text[len(_FRONTEND_MARK):])
+        buffer = buffer[buffer.rfind(b"\n") + 1:]
+
+
+def _frontend_process():
+    proc = _frontend_state.get("proc")
+    if proc is not None and proc.poll() is None:
+        return proc
+    if "unavailable" in _frontend_state:
+        return None
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = None
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _FRONTEND_CHILD, str(Path(__file__).resolve().parents[2])],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        hello = _frontend_reply(proc, FRONTEND_TIMEOUT_S)
+    except (OSError, ValueError, TimeoutError, EOFError) as e:
+        hello = {"unavailable": repr(e)}
+    if not hello.get("ready"):
+        _frontend_state["unavailable"] = str(hello.get("unavailable", "no answer"))[:200]
+        print(f"Note: Triton's compiler front end could not be started here ({_frontend_state['unavailable']}): "
+              f"kernels are judged by the interpreter and a reading of their source only.")
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        return None
+    _frontend_state["proc"] = proc
+    atexit.register(_stop_frontend, proc)
+    return proc
+
+
+def _stop_frontend(proc) -> None:
+    with contextlib.suppress(OSError):
+        proc.stdin.close()      # its loop ends
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    with contextlib.suppress(OSError):
+        proc.stdout.close()
+
+
+def frontend_refusals(module: str, specs: list) -> list | None:
+    """[(kernel, the compiler's message)] of the launches (`launch`'s descriptions) that Triton's front end
+    refuses for the grading GPU, in its own process; None where no front end runs here (no verdict). A front
+    end that does not answer in FRONTEND_TIMEOUT_S, or dies, refuses: an honest kernel takes milliseconds."""
+    key = module + json.dumps(specs, sort_keys=True, default=str)
+    if key in _FRONTEND_DONE:
+        return _FRONTEND_DONE[key]
+    proc = _frontend_process()
+    if proc is None:
+        return None
+    try:
+        proc.stdin.write((json.dumps({"module": module, "specs": specs}, default=str) + "\n").encode())
+        proc.stdin.flush()
+        reply = _frontend_reply(proc, FRONTEND_TIMEOUT_S)
+        verdict = [tuple(f) for f in reply["failures"]]
+    except (OSError, ValueError, KeyError, TypeError, TimeoutError, EOFError) as e:
+        proc.kill()
+        _stop_frontend(proc)
+        _frontend_state.pop("proc", None)
+        verdict = [("", f"Triton's compiler did not finish with it ({type(e).__name__})")]
+    _FRONTEND_DONE[key] = verdict
+    return verdict

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import gc
 import numbers
 import os
 import random
@@ -93,6 +94,9 @@ class CallRecord:
     # In the CPU interpreter: what a launched kernel's body reaches that is not Triton (NumPy, a loaded
     # block's interpreter values), which runs there only (gpu_compile.not_triton)
     not_triton: list = field(default_factory=list)
+    # In the CPU interpreter: (kernel, the compiler's message) of each launched kernel that Triton's compiler
+    # refuses for the grading GPU as its globals were when it ran (_as_compiled)
+    not_compiled: list = field(default_factory=list)
     # Prints a launched kernel makes (gpu_compile.prints): on a GPU and in the interpreter alike
     prints: list = field(default_factory=list)
     # In the CPU interpreter: launches of the student's that raised (the call went on only if it caught them)
@@ -1312,6 +1316,73 @@ class Refused(ValueError):
     """A launch the guard stopped because the call has already broken a rule that its record holds: the
     verdict is the rule's (checks.refuse), not the error's."""
 
+
+@contextmanager
+def _as_compiled(executor, args, kwargs, record):
+    """An interpreted launch whose programs run only if Triton's compiler takes the kernel as it is when they
+    start (gpu_compile.source_for_compiler, gpu_compile.frontend_refusals): checked before the first
+    program, once the grid function and the hooks have run, and the globals it read the same objects before
+    every other. What is refused goes to record.not_triton, and the launch stops (Refused)."""
+    try:
+        from triton.runtime import interpreter
+        builder = interpreter.interpreter_builder
+        start_program = builder.set_grid_idx
+    except (ImportError, AttributeError):
+        yield
+        return
+    kernel = gpu_compile.kernel_of(executor)
+    if kernel is None:
+        yield
+        return
+    specs = [{"kernel": k.fn.__name__, "args": a, "kwargs": kw} for k, a, kw in gpu_compile.launch(executor, args, kwargs)]
+    name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None), "__name__", "?")
+    checked = []
+
+    def refuse(why: str):
+        said = f"kernel `{name}` {why}"
+        if said not in record.not_triton:
+            record.not_triton.append(said)
+        raise Refused(said)
+
+    def not_compiled(kernel_name: str, message: str):
+        if (kernel_name, message) not in record.not_compiled:
+            record.not_compiled.append((kernel_name, message))
+        raise Refused(f"kernel `{kernel_name}` is refused by Triton's compiler")
+
+    def before_each_program(*where):
+        if not checked:
+            module, refused, reads = gpu_compile.source_for_compiler(kernel)
+            checked.append(reads)
+            if refused:
+                refuse("reads " + ", ".join(refused[:3]))
+            failures = gpu_compile.frontend_refusals(module, specs)
+            if failures:
+                not_compiled(failures[0][0] or name, failures[0][1])
+        else:
+            changed = gpu_compile.reads_changed(checked[0])
+            if changed:
+                refuse(f"reads {', '.join(f'`{n}`' for n in changed[:3])}, bound to another object while it ran "
+                       f"(the compiler sees a kernel's globals once)")
+        return start_program(*where)
+
+    own = "set_grid_idx" in vars(builder)
+    builder.set_grid_idx = before_each_program
+    # No collection while the programs run: an object's __del__ that a collection calls is code that could
+    # rebind a global between two calls of one program, where no check stands.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+        if checked and gpu_compile.reads_changed(checked[0]):   # (during the last program)
+            refuse("read a global that was bound to another object while it ran")
+    finally:
+        if collecting:
+            gc.enable()
+        if own:
+            builder.set_grid_idx = start_program
+        else:
+            del builder.set_grid_idx
+
 # Ways out of PyTorch that no ATen op shows: the data as a NumPy array, a Python list, raw storage bytes
 # (also what pickling or torch.save reads), element-wise Python callbacks (map_, apply_), to compute with
 # there (np.add(x, y) goes through __array__, np.from_dlpack(x) through __dlpack__).
@@ -1403,7 +1474,9 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 _compile_candidates(self, args, kwargs)
                 tuning = _tuned_quickly(self)
             try:
-                with _hooks_watched(self, watcher), tuning:
+                compiled_source = _as_compiled(self, args, kwargs, record) \
+                    if type(self).__name__ == "GridExecutor" else nullcontext()
+                with _hooks_watched(self, watcher), tuning, compiled_source:
                     launched = original(self, *args, **kwargs)
             except Exception as error:
                 # An interpreted kernel's error says what its Python saw (an assert's message, the element a
