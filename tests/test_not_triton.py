@@ -8,6 +8,7 @@ import importlib.util
 import sys
 
 import pytest
+import torch
 
 import grader
 import redteam_softmax_answers as answers
@@ -112,12 +113,46 @@ def test_python_computing_inside_a_kernel_by_any_route_is_refused_by_tritons_com
 def test_the_compiler_is_handed_the_kernel_as_its_globals_are_at_each_launch(tmp_path):
     from grader.student import gpu_compile
     module = _module_of(answers.NUMPY_ROUTES["rebound_between_launches"], tmp_path, "rebound")
-    text, refused, reads = gpu_compile.source_for_compiler(module.softmax_row_kernel)
+    text, refused, reads, _ = gpu_compile.source_for_compiler(module.softmax_row_kernel)
     assert refused == [] and "normalise = ones" in text and "@triton.jit\ndef ones(x)" in text
     module.normalise = module.in_place
     assert gpu_compile.reads_changed(reads) == ["normalise"]
-    _, refused, _ = gpu_compile.source_for_compiler(module.softmax_row_kernel)
+    _, refused, _, _ = gpu_compile.source_for_compiler(module.softmax_row_kernel)
     assert refused and "`normalise` (a function" in refused[0]
+
+
+CLEAN_BODY = "    x = tl.exp(x - tl.max(x, axis=0))\n    x = x / tl.sum(x, axis=0)"
+
+
+@on_cpu_only
+def test_a_kernel_runs_only_as_its_source_reads_when_it_is_checked(tmp_path):
+    # The interpreter runs a rewrite of a kernel's source made at its first launch and kept. A kernel file
+    # rewritten after that launch (NumPy's lines replaced by Triton's, on as many lines) reads clean, while
+    # the kept rewrite still runs NumPy: refused. Run as it reads, the clean kernel passes.
+    numpy_body = "    d = x.handle.data\n    d[...] = np.exp(d - d.max()) / np.exp(d - d.max()).sum()"
+    cheat = answers._route(numpy_body, before="")
+    module = _module_of(cheat, tmp_path, "rewritten_later")
+    module.softmax(torch.randn(2, 8))                        # a first launch outside a check
+    path = tmp_path / "rewritten_later.py"
+    path.write_text(path.read_text().replace(numpy_body, CLEAN_BODY))
+    with pytest.raises(CheckFailed, match="not its source as it reads now"):
+        grader.check("day2.softmax", module.softmax)
+    fresh = _module_of(answers._route(CLEAN_BODY, before=""), tmp_path, "clean_from_the_start")
+    grader.check("day2.softmax", fresh.softmax)
+
+
+@on_cpu_only
+def test_the_kernel_checked_is_the_one_launched_not_the_one_its_name_is_bound_to(tmp_path):
+    # A NumPy kernel launched under an alias while its name is bound again to a clean kernel
+    cheat = answers._route("    x = in_place(x)").replace("def softmax(x):", "numpy_kernel = softmax_row_kernel\n\n\n"
+                                                           "def softmax(x):")
+    clean = "\n\n@triton.jit\n" + answers._ROUTE.split("@triton.jit\n", 1)[1].split("\n\n\ndef softmax")[0] \
+        .replace("{step}", CLEAN_BODY)
+    module = _module_of(cheat.replace("    softmax_row_kernel[(n_rows,)]", "    numpy_kernel[(n_rows,)]") + clean,
+                        tmp_path, "aliased")
+    assert module.numpy_kernel is not module.softmax_row_kernel
+    with pytest.raises(CheckFailed, match="not Triton|compiler rejects it"):
+        grader.check("day2.softmax", module.softmax)
 
 
 # Prints from a helper a kernel calls, and a raise (whose message the interpreter would hand to Python)

@@ -543,18 +543,64 @@ _GLOBAL_NAMES: dict = {}
 _SOURCES: dict = {}
 
 
-def _cached_source(fn) -> tuple:
-    """(the function's source from its `def` on, the names its signature's annotations and defaults read,
-    which Python looks up when the `def` runs)."""
-    key = fn.__code__
+def _source_now(fn) -> tuple:
+    """(the function's source from its `def` on, as it reads now, and the names its signature's annotations
+    and defaults read, which Python looks up when the `def` runs)."""
+    source = _def_source(fn)
+    key = (fn.__code__, source)
     if key not in _SOURCES:
-        source = _def_source(fn)
         args = ast.parse(source).body[0].args
         signature = [*args.defaults, *[d for d in args.kw_defaults if d is not None],
                      *[a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if a.annotation]]
         names = [n.id for node in signature for n in ast.walk(node) if isinstance(n, ast.Name)]
         _SOURCES[key] = source, tuple(dict.fromkeys(names))
     return _SOURCES[key]
+
+
+def runs_as_read(executed, reached: dict) -> list:
+    """The functions whose code the interpreter runs is not that of the source handed to the compiler (a
+    file or a cell's cached lines changed after Triton's interpreter read them): `executed` the kernel's
+    function that the launch calls, `reached` {function: its source} (source_for_compiler). Triton 3.4 on
+    runs a rewrite of each function's source (its interpreter's ASTTransformer), made once and kept; before,
+    the function itself."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:  # pragma: no cover - triton is a dependency
+        return []
+    rewriter = getattr(interpreter, "FunctionRewriter", None)
+    kept = getattr(getattr(interpreter, "InterpretedFunction", None), "rewritten_fn", {})
+    differ = []
+    for fn, source in reached.items():
+        tree = ast.parse(source)
+        if rewriter is not None:
+            tree = ast.fix_missing_locations(rewriter.ast_transformer.visit(tree))
+        expected = next((c for c in compile(tree, "<source>", "exec").co_consts
+                         if isinstance(c, types.CodeType) and c.co_name == fn.__name__), None)
+        running = [executed] if fn is _original_of(executed, kept) else []
+        running += [kept[fn]] if rewriter is not None and fn in kept else []
+        running += [fn] if rewriter is None else []
+        if expected is None or any(not _same_code(expected, f.__code__) for f in running):
+            differ.append(fn.__name__)
+    return differ
+
+
+def _original_of(executed, kept: dict):
+    """The student's function whose rewrite the interpreter runs (InterpretedFunction.rewritten_fn)."""
+    return next((fn for fn, rewritten in kept.items() if rewritten is executed), executed)
+
+
+def _same_code(a, b) -> bool:
+    """Whether two code objects run the same: the same instructions, names and constants."""
+    if (a.co_code, a.co_names, a.co_varnames, a.co_freevars, a.co_cellvars) != \
+            (b.co_code, b.co_names, b.co_varnames, b.co_freevars, b.co_cellvars) or len(a.co_consts) != len(b.co_consts):
+        return False
+    for x, y in zip(a.co_consts, b.co_consts):
+        if isinstance(x, types.CodeType) and isinstance(y, types.CodeType):
+            if not _same_code(x, y):
+                return False
+        elif type(x) is not type(y) or repr(x) != repr(y):
+            return False
+    return True
 
 
 def _plain(value) -> bool:
@@ -581,19 +627,20 @@ def _jit_fn(value):
 
 def source_for_compiler(kernel) -> tuple:
     """(module text, [what it reads that Triton's compiler takes no copy of], [(where, name, object)] every
-    global the kernel and the @triton.jit functions it reaches read now): what Triton's front end is to
-    compile for this interpreted kernel, as its globals are at this moment."""
-    defs, lines, aliases, refused, reads, seen = {}, [], [], [], [], set()
+    global the kernel and the @triton.jit functions it reaches read now, {function: its source}): what
+    Triton's front end is to compile for this interpreted kernel (its function or its @triton.jit object),
+    as its source reads and its globals are at this moment."""
+    defs, lines, aliases, refused, reads, reached = {}, [], [], [], [], {}
     todo = [getattr(kernel, "fn", kernel)]
     while todo:
         fn = todo.pop()
-        if fn in seen:
+        if fn in reached:
             continue
-        seen.add(fn)
         if fn.__name__ in defs:
             refused.append(f"two @triton.jit functions named `{fn.__name__}`")
             continue
-        defs[fn.__name__], in_signature = _cached_source(fn)
+        defs[fn.__name__], in_signature = _source_now(fn)
+        reached[fn] = defs[fn.__name__]
         cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         for name in dict.fromkeys([*_global_names(fn.__code__), *in_signature, *cells]):
             if name in cells:
@@ -622,7 +669,7 @@ def source_for_compiler(kernel) -> tuple:
     header = ["import triton", "import triton.language as tl", *lines]
     bodies = [f"@triton.jit\n{source}" for source in defs.values()]
     return ("\n".join(header) + "\n\n\n" + "\n\n\n".join(bodies) + "\n\n" + "\n".join(aliases) + "\n",
-            refused, reads)
+            refused, reads, reached)
 
 
 def _rebuilt(name: str, value, todo: list) -> str | None:

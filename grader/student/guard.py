@@ -1330,12 +1330,16 @@ def _as_compiled(executor, args, kwargs, record):
     except (ImportError, AttributeError):
         yield
         return
-    kernel = gpu_compile.kernel_of(executor)
-    if kernel is None:
+    # The function the programs run, and the student's function it is the interpreter's rewrite of (not the
+    # kernel its name is bound to now: that may be another)
+    executed = getattr(executor, "fn", None)
+    if not isinstance(executed, types.FunctionType):
         yield
         return
-    specs = [{"kernel": k.fn.__name__, "args": a, "kwargs": kw} for k, a, kw in gpu_compile.launch(executor, args, kwargs)]
-    name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None), "__name__", "?")
+    kernel = gpu_compile._original_of(executed, getattr(interpreter.InterpretedFunction, "rewritten_fn", {}))
+    name = kernel.__name__
+    specs = [{"kernel": name, "args": [gpu_compile._describe(a) for a in args],
+              "kwargs": {k: gpu_compile._describe(v) for k, v in kwargs.items() if k not in ("grid", "warmup")}}]
     checked = []
 
     def refuse(why: str):
@@ -1351,10 +1355,14 @@ def _as_compiled(executor, args, kwargs, record):
 
     def before_each_program(*where):
         if not checked:
-            module, refused, reads = gpu_compile.source_for_compiler(kernel)
+            module, refused, reads, reached = gpu_compile.source_for_compiler(kernel)
             checked.append(reads)
             if refused:
                 refuse("reads " + ", ".join(refused[:3]))
+            stale = gpu_compile.runs_as_read(executed, reached)
+            if stale:
+                refuse(f"runs code that is not its source as it reads now ({', '.join(f'`{n}`' for n in stale[:3])}: "
+                       f"a file or a cell changed after the interpreter read it); run its definition again")
             failures = gpu_compile.frontend_refusals(module, specs)
             if failures:
                 not_compiled(failures[0][0] or name, failures[0][1])
