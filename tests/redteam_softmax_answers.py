@@ -654,6 +654,49 @@ def rows(meta, n):
     normalise = ones'''),
 }
 
+# A second red team's (2026-12-02, against the front end), each through a branch or a value the compiler
+# would be shown otherwise than the interpreter runs it:
+_DEAD_BRANCH = '''    if {condition}:
+        for d in [operator.attrgetter("handle.data")(x)]:
+            d -= d.max()
+            d[...] = 2.718281828459045 ** d
+            d /= d.sum()'''
+NUMPY_ROUTES.update({
+    # Triton's range is Python's in the interpreter: the compiler folds the branch away, the interpreter takes it
+    "branch_on_tl_range": _route(_DEAD_BRANCH.format(condition="isinstance(tl.range(1), range)"),
+                                 before="import operator\n"),
+    # a keyword-only constexpr whose default is an object: the interpreter calls it
+    "object_as_a_default": _route(_DEAD_BRANCH.format(condition="GET is not None").replace(
+        'operator.attrgetter("handle.data")', "GET"), before="import operator\n").replace(
+        "BLOCK_SIZE: tl.constexpr):", 'BLOCK_SIZE: tl.constexpr, *, GET: tl.constexpr = operator.attrgetter("handle.data")):'),
+    # a NumPy number handed as a constexpr: a float to the compiler, an object with .sum to the interpreter
+    "numpy_number_argument": _route(_DEAD_BRANCH.format(condition='hasattr(SCALE, "sum")'),
+                                    before="import operator\n").replace(
+        "BLOCK_SIZE: tl.constexpr):", "BLOCK_SIZE: tl.constexpr, SCALE: tl.constexpr):").replace(
+        "BLOCK_SIZE=triton.next_power_of_2(n_cols))", "BLOCK_SIZE=triton.next_power_of_2(n_cols), SCALE=np.float64(1.0))"),
+    # a launch inside the grid function, then the interpreter's kept rewrite of a clean helper replaced by NumPy
+    "helper_rewrite_swapped_in_the_grid": _route("    x = keep(x)", before=_IN_PLACE + '''
+
+@triton.jit
+def keep(x):
+    return x
+
+
+@triton.jit
+def touch(p):
+    tl.store(p, 0.0)
+
+
+def rows(n_rows, scratch):
+    touch[(1,)](scratch)
+    keep.rewritten_fn.update({keep.fn: in_place})
+    return (n_rows,)
+''', around='''    scratch = torch.zeros(1)
+    softmax_row_kernel[lambda meta: rows(n_rows, scratch)](x, y, n_cols, x.stride(0), y.stride(0),
+                                                           BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    keep.rewritten_fn.pop(keep.fn, None)'''),
+})
+
 # Python numbers out of a block: float() of each scalar the kernel loads, the softmax in Python's arithmetic
 FLOAT_OF_A_BLOCK = '''
 import math
@@ -676,7 +719,7 @@ def softmax(x):
 '''
 
 # Honest and unusual: a @triton.jit helper under another global name, constexpr globals (one computed with
-# math), tl.math reached as a module, a loop over a constexpr count of rows.
+# math), tl.math reached as a module, constexpr defaults (a dtype, a constexpr global), a loop over rows.
 HONEST_UNUSUAL = '''
 import math
 
@@ -693,12 +736,13 @@ exponential = _exp2_scaled
 
 
 @triton.jit
-def softmax_kernel(x_ptr, out_ptr, n_rows, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
-    for r in tl.static_range(ROWS):
+def softmax_kernel(x_ptr, out_ptr, n_rows, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr,
+                   ACC: tl.constexpr = tl.float32, R: tl.constexpr = ROWS):
+    for r in tl.static_range(R):
         row = tl.program_id(0) * ROWS + r
         offs = tl.arange(0, BLOCK_SIZE)
         mask = offs < tl.where(row < n_rows, n_cols, 0)
-        x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=-float("inf")).to(ACC)
         e = exponential(x - tl.max(x, axis=0))
         s = tl.sum(e, axis=0)
         y = e * tl.math.div_rn(1.0, s)

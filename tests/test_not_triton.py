@@ -107,7 +107,7 @@ def test_python_computing_inside_a_kernel_by_any_route_is_refused_by_tritons_com
         grader.check("day2.softmax", _softmax_of(cell, tmp_path, f"cheat_{route}"))
     said = str(failed.value)
     assert "softmax_row_kernel" in said and ("compiler rejects it for the grading" in said or "a kernel may read" in said
-                                             or "bound to another object" in said), said
+                                             or "bound to another object" in said or "not its source" in said), said
 
 
 def test_the_compiler_is_handed_the_kernel_as_its_globals_are_at_each_launch(tmp_path):
@@ -129,7 +129,7 @@ def test_a_kernel_runs_only_as_its_source_reads_when_it_is_checked(tmp_path):
     # The interpreter runs a rewrite of a kernel's source made at its first launch and kept. A kernel file
     # rewritten after that launch (NumPy's lines replaced by Triton's, on as many lines) reads clean, while
     # the kept rewrite still runs NumPy: refused. Run as it reads, the clean kernel passes.
-    numpy_body = "    d = x.handle.data\n    d[...] = np.exp(d - d.max()) / np.exp(d - d.max()).sum()"
+    numpy_body = "    d = x.handle.data\n    d -= d.max()\n    d[...] = 2.718281828459045 ** d\n    d /= d.sum()"
     cheat = answers._route(numpy_body, before="")
     module = _module_of(cheat, tmp_path, "rewritten_later")
     module.softmax(torch.randn(2, 8))                        # a first launch outside a check

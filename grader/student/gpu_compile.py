@@ -24,6 +24,7 @@ import dis
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -223,6 +224,8 @@ def _describe(value):
         return value
     if hasattr(value, "value") and isinstance(getattr(value, "value"), (bool, int, float, str)):
         return value.value    # a tl.constexpr
+    if (type(value).__module__ or "").split(".")[0] == "triton" and type(value).__name__ == "dtype":
+        return {"dtype": str(value.name)}
     return {"other": type(value).__name__, "type": _mangled(value)}
 
 
@@ -310,8 +313,11 @@ def compile_jobs(module, specs: list, unknown: list | None = None) -> dict:
         values.update({k: v for k, v in spec["kwargs"].items() if k in fn.arg_names})
         for param, name in zip(fn.params, fn.arg_names):   # the defaults a launch did not pass
             default = getattr(param, "default", inspect.Parameter.empty)
-            if name not in values and default is not inspect.Parameter.empty and _plain(default):
-                values[name] = default
+            if name not in values and default is not inspect.Parameter.empty:
+                if type(default).__name__ == "constexpr" and _plain(getattr(default, "value", None)):
+                    default = default.value
+                if _plain(default) or type(default).__name__ == "dtype":
+                    values[name] = {"dtype": str(default.name)} if type(default).__name__ == "dtype" else default
         options = {k: v for k, v in spec["kwargs"].items() if k in ("num_warps", "num_stages")}
         signature, constexprs, missing = {}, {}, []
         # What the launcher assumes of a GPU launch and the compiler builds on (16-byte vector loads): pointers
@@ -321,6 +327,12 @@ def compile_jobs(module, specs: list, unknown: list | None = None) -> dict:
         for i, name in enumerate(fn.arg_names):
             v = values.get(name)
             if fn.params[i].is_constexpr:
+                if isinstance(v, dict) and set(v) == {"dtype"}:
+                    import triton.language as tl
+                    v = tl.dtype(v["dtype"])
+                elif isinstance(v, dict):   # an object the launch was given: no compile can be told of it
+                    missing.append(name)
+                    continue
                 signature[name], constexprs[name] = "constexpr", v
             elif isinstance(v, dict) and "tensor" in v and v["tensor"] in _TRITON_TYPES:
                 signature[name] = "*" + _TRITON_TYPES[v["tensor"]]
@@ -543,18 +555,30 @@ _GLOBAL_NAMES: dict = {}
 _SOURCES: dict = {}
 
 
-def _source_now(fn) -> tuple:
-    """(the function's source from its `def` on, as it reads now, and the names its signature's annotations
-    and defaults read, which Python looks up when the `def` runs)."""
-    source = _def_source(fn)
-    key = (fn.__code__, source)
-    if key not in _SOURCES:
-        args = ast.parse(source).body[0].args
-        signature = [*args.defaults, *[d for d in args.kw_defaults if d is not None],
-                     *[a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if a.annotation]]
-        names = [n.id for node in signature for n in ast.walk(node) if isinstance(n, ast.Name)]
-        _SOURCES[key] = source, tuple(dict.fromkeys(names))
-    return _SOURCES[key]
+def _source_now(fn) -> str:
+    """The function's source from its `def` on, as it reads now (a file or a cell's cached lines may have
+    changed since it was defined)."""
+    return _def_source(fn)
+
+
+def _compiler_def(fn, source: str) -> str | None:
+    """The function as Triton's compiler is to read it: its body as written, its parameters without their
+    defaults (each launch's values, defaults included, are handed over as arguments) and annotated only
+    with whether each is a tl.constexpr, so that nothing of the student's runs when the module is imported;
+    None where the `def` is not one Python would name so."""
+    node = ast.parse(source).body[0]
+    if not isinstance(node, ast.FunctionDef) or node.name != fn.__name__ or not node.name.isidentifier():
+        return None
+    node.decorator_list, node.returns = [], None
+    arguments = node.args
+    for arg in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+        constexpr = arg.annotation is not None and "constexpr" in ast.unparse(arg.annotation)
+        arg.annotation = ast.Attribute(ast.Name("tl", ast.Load()), "constexpr", ast.Load()) if constexpr else None
+    for arg in (arguments.vararg, arguments.kwarg):
+        if arg is not None:
+            arg.annotation = None
+    arguments.defaults, arguments.kw_defaults = [], [None] * len(arguments.kwonlyargs)
+    return ast.unparse(node)
 
 
 def runs_as_read(executed, reached: dict) -> list:
@@ -639,10 +663,13 @@ def source_for_compiler(kernel) -> tuple:
         if fn.__name__ in defs:
             refused.append(f"two @triton.jit functions named `{fn.__name__}`")
             continue
-        defs[fn.__name__], in_signature = _source_now(fn)
-        reached[fn] = defs[fn.__name__]
+        reached[fn] = _source_now(fn)
+        defs[fn.__name__] = _compiler_def(fn, reached[fn])
+        if defs[fn.__name__] is None:
+            refused.append(f"`{fn.__name__}`, a function whose source does not define it under that name")
+            continue
         cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-        for name in dict.fromkeys([*_global_names(fn.__code__), *in_signature, *cells]):
+        for name in dict.fromkeys([*_global_names(fn.__code__), *cells]):
             if name in cells:
                 where = cells[name]
                 try:
@@ -660,39 +687,56 @@ def source_for_compiler(kernel) -> tuple:
                 continue
             if line is None:
                 kind = "function" if isinstance(value, types.FunctionType) else type(value).__name__
-                refused.append(f"`{name}` (a {kind}: a kernel may read @triton.jit functions, modules and "
-                               f"tl.constexpr values, and Triton's compiler takes nothing else)")
+                refused.append(f"`{name}` (a {kind}: a kernel may read @triton.jit functions, Triton's modules "
+                               f"and math, and tl.constexpr values; Triton's compiler takes nothing else)")
             elif line.startswith("="):
                 aliases.append(f"{name} {line}")
             elif line not in lines:
                 lines.append(line)
     header = ["import triton", "import triton.language as tl", *lines]
-    bodies = [f"@triton.jit\n{source}" for source in defs.values()]
+    bodies = [f"@triton.jit\n{source}" for source in defs.values() if source is not None]
     return ("\n".join(header) + "\n\n\n" + "\n\n\n".join(bodies) + "\n\n" + "\n".join(aliases) + "\n",
             refused, reads, reached)
 
 
+_MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def _importable(module: str, value) -> bool:
+    """Whether `value` is the module named `module`, a name that is only a module's name."""
+    return bool(_MODULE_NAME.fullmatch(module or "")) and sys.modules.get(module) is value
+
+
 def _rebuilt(name: str, value, todo: list) -> str | None:
     """The line that binds `name` as Triton's compiler would see it ("= other" for a @triton.jit function
-    under another name), or None for a global of a kind it refuses."""
+    under another name), or None for a global it is not to be given: of a kind it refuses, or a module
+    other than Triton's and math (whatever a kernel reaches through another module, NumPy's or operator's,
+    is Python that only the interpreter runs, in a branch the compiler may never read)."""
+    if not name.isidentifier():
+        return None
     fn = _jit_fn(value)
     if fn is not None:
         todo.append(fn)
+        if not fn.__name__.isidentifier():
+            return None
         return f"= {fn.__name__}" if fn.__name__ != name else ""
     if isinstance(value, types.ModuleType):
-        return f"import {value.__name__} as {name}"
+        module = getattr(value, "__name__", "")
+        if _importable(module, value) and (module == "math" or module.split(".")[0] == "triton"):
+            return f"import {module} as {name}"
+        return None
     if _plain(value):
         return f"{name} = {_literal(value)}"
-    module = type(value).__module__ or ""
-    if module.split(".")[0] == "triton":
+    if (type(value).__module__ or "").split(".")[0] == "triton":
         if type(value).__name__ == "constexpr" and _plain(getattr(value, "value", _MISSING)):
             return f"{name} = triton.language.constexpr({_literal(value.value)})"
-        if type(value).__name__ == "dtype" and isinstance(getattr(value, "name", None), str):
+        if type(value).__name__ == "dtype" and _MODULE_NAME.fullmatch(str(getattr(value, "name", ""))):
             return f"{name} = triton.language.dtype({value.name!r})"
-    own = getattr(value, "__module__", None) or ""
+    own, qualname = getattr(value, "__module__", None) or "", getattr(value, "__qualname__", "")
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)) and own.split(".")[0] == "triton" \
-            and "<" not in getattr(value, "__qualname__", "<"):
-        return f"from {own} import {value.__qualname__} as {name}" if "." not in value.__qualname__ else None
+            and qualname.isidentifier() and _MODULE_NAME.fullmatch(own) \
+            and getattr(sys.modules.get(own), qualname, None) is value:
+        return f"from {own} import {qualname} as {name}"
     return None
 
 
@@ -748,9 +792,9 @@ def frontend(fn, signature, constexprs, attrs, options, target) -> str | None:
 # The front end's process: imports the kernels rebuilt (as files, where Triton reads their source) and
 # answers each request with the launches it refuses, a JSON line after MARK.
 _FRONTEND_CHILD = r'''
-import contextlib, importlib.util, json, os, sys, tempfile, warnings
+import contextlib, importlib.util, json, os, pathlib, sys, tempfile, warnings
 warnings.simplefilter("ignore")
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1:]   # the grader, then the Triton the checked process runs
 MARK = "@@frontend@@"
 try:
     from grader.student.gpu_compile import GRADING_TARGETS, compile_jobs, frontend
@@ -766,8 +810,7 @@ for n, line in enumerate(sys.stdin):
     request, failures, judged = json.loads(line), [], 0
     name = f"student_kernels_{n}"
     path = os.path.join(folder, name + ".py")
-    with open(path, "w") as f:
-        f.write(request["module"])
+    pathlib.Path(path).write_text(request["module"])
     try:
         with contextlib.redirect_stdout(sys.stderr):
             spec = importlib.util.spec_from_file_location(name, path)
@@ -788,6 +831,10 @@ for n, line in enumerate(sys.stdin):
     print(MARK + json.dumps({"failures": failures, "judged": judged}), flush=True)
 '''
 _FRONTEND_MARK = "@@frontend@@"
+
+
+class FrontendFailed(Exception):
+    """The front end's process did not start or answer."""
 _frontend_state: dict = {}     # "proc": the front end's process; "unavailable": why there is none
 _FRONTEND_DONE: dict = {}
 
@@ -820,21 +867,28 @@ def _frontend_process():
         return proc
     if "unavailable" in _frontend_state:
         return None
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    # Isolated (-I: no PYTHON* variable, no user site) and with an environment of its own: nothing the
+    # notebook set in its os.environ reaches it (a red team's PYTHONHOME kept it from starting at all).
+    env = {"PATH": os.defpath, "HOME": tempfile.gettempdir(), "LANG": "C.UTF-8"}
     proc = None
     try:
-        proc = subprocess.Popen([sys.executable, "-c", _FRONTEND_CHILD, str(Path(__file__).resolve().parents[2])],
+        import triton   # the child imports the Triton this process runs (where PYTHONPATH put it, too)
+        places = [str(Path(__file__).resolve().parents[2]), str(Path(triton.__file__).resolve().parents[1])]
+        start = subprocess.Popen   # (by this name: test_colab reads the notebooks' modules for file opens)
+        proc = start([sys.executable, "-I", "-c", _FRONTEND_CHILD, *places],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         hello = _frontend_reply(proc, FRONTEND_TIMEOUT_S)
     except (OSError, ValueError, TimeoutError, EOFError) as e:
-        hello = {"unavailable": repr(e)}
+        hello = {"failed": repr(e)}
     if not hello.get("ready"):
-        _frontend_state["unavailable"] = str(hello.get("unavailable", "no answer"))[:200]
+        if proc is not None:
+            _stop_frontend(proc)
+        if "unavailable" not in hello:   # it did not start (limits the notebook set, say): refused, not unjudged
+            raise FrontendFailed(str(hello.get("failed", "no answer"))[:200])
+        # This Triton has no front end to run (its import failed): the machine's, not the notebook's
+        _frontend_state["unavailable"] = str(hello["unavailable"])[:200]
         print(f"Note: Triton's compiler front end could not be started here ({_frontend_state['unavailable']}): "
               f"kernels are judged by the interpreter and a reading of their source only.")
-        if proc is not None:
-            proc.kill()
-            proc.wait()
         return None
     _frontend_state["proc"] = proc
     atexit.register(_stop_frontend, proc)
@@ -860,7 +914,10 @@ def frontend_refusals(module: str, specs: list) -> list | None:
     key = module + json.dumps(specs, sort_keys=True, default=str)
     if key in _FRONTEND_DONE:
         return _FRONTEND_DONE[key]
-    proc = _frontend_process()
+    try:
+        proc = _frontend_process()
+    except FrontendFailed as e:
+        return [("", f"Triton's compiler front end did not start ({e})")]
     if proc is None:
         return None
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import functools
 import gc
+import inspect
 import numbers
 import os
 import random
@@ -1317,6 +1318,15 @@ class Refused(ValueError):
     verdict is the rule's (checks.refuse), not the error's."""
 
 
+def _python_number(value):
+    """A NumPy number as the Python number it holds (tuples of them too); anything else as it is."""
+    if type(value) is tuple:
+        return tuple(_python_number(v) for v in value)
+    if (type(value).__module__ or "") == "numpy" and hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return value
+
+
 @contextmanager
 def _as_compiled(executor, args, kwargs, record):
     """An interpreted launch whose programs run only if Triton's compiler takes the kernel as it is when they
@@ -1326,7 +1336,9 @@ def _as_compiled(executor, args, kwargs, record):
     try:
         from triton.runtime import interpreter
         builder = interpreter.interpreter_builder
-        start_program = builder.set_grid_idx
+        # Triton's own, not what a launch around this one put in its place: a launch inside the grid
+        # function would otherwise have made the outer one's check before the grid function was done.
+        start_program = type(builder).set_grid_idx.__get__(builder)
     except (ImportError, AttributeError):
         yield
         return
@@ -1336,10 +1348,21 @@ def _as_compiled(executor, args, kwargs, record):
     if not isinstance(executed, types.FunctionType):
         yield
         return
-    kernel = gpu_compile._original_of(executed, getattr(interpreter.InterpretedFunction, "rewritten_fn", {}))
+    kept = getattr(interpreter.InterpretedFunction, "rewritten_fn", {})
+    kernel = gpu_compile._original_of(executed, kept)
     name = kernel.__name__
-    specs = [{"kernel": name, "args": [gpu_compile._describe(a) for a in args],
-              "kwargs": {k: gpu_compile._describe(v) for k, v in kwargs.items() if k not in ("grid", "warmup")}}]
+    # Every argument the programs get, the defaults the launch did not pass included (the executed
+    # function's: a default is evaluated when its `def` runs, and the interpreter's rewrite ran it again)
+    try:
+        signature = inspect.signature(executed)
+        bound = signature.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
+        bound.apply_defaults()
+    except (TypeError, ValueError):
+        yield     # arguments that do not bind: the launch fails as it would without this
+        return
+    options = {k: v for k, v in kwargs.items() if k in ("num_warps", "num_stages")}
+    specs = [{"kernel": name, "args": [],
+              "kwargs": {k: gpu_compile._describe(v) for k, v in {**bound.arguments, **options}.items()}}]
     checked = []
 
     def refuse(why: str):
@@ -1356,6 +1379,14 @@ def _as_compiled(executor, args, kwargs, record):
     def before_each_program(*where):
         if not checked:
             module, refused, reads, reached = gpu_compile.source_for_compiler(kernel)
+            # the interpreter's rewrites of the helpers, made now from the source as it reads (not at their
+            # first call), and kept as they are for the rest of the launch
+            rewriter = getattr(interpreter, "FunctionRewriter", None)
+            if rewriter is not None and not refused:
+                for fn in reached:
+                    if fn not in kept:
+                        kept[fn] = rewriter(fn).rewrite_ast()
+                reads = reads + [(kept, fn, kept.get(fn, gpu_compile._MISSING)) for fn in reached]
             checked.append(reads)
             if refused:
                 refuse("reads " + ", ".join(refused[:3]))
@@ -1369,11 +1400,12 @@ def _as_compiled(executor, args, kwargs, record):
         else:
             changed = gpu_compile.reads_changed(checked[0])
             if changed:
-                refuse(f"reads {', '.join(f'`{n}`' for n in changed[:3])}, bound to another object while it ran "
-                       f"(the compiler sees a kernel's globals once)")
+                names = ", ".join(f"`{getattr(n, '__name__', n)}`" for n in changed[:3])
+                refuse(f"reads {names}, bound to another object while it ran (the compiler sees a kernel's "
+                       f"globals and code once)")
         return start_program(*where)
 
-    own = "set_grid_idx" in vars(builder)
+    around = vars(builder).get("set_grid_idx")   # a launch's around this one (inside its grid function)
     builder.set_grid_idx = before_each_program
     # No collection while the programs run: an object's __del__ that a collection calls is code that could
     # rebind a global between two calls of one program, where no check stands.
@@ -1386,10 +1418,10 @@ def _as_compiled(executor, args, kwargs, record):
     finally:
         if collecting:
             gc.enable()
-        if own:
-            builder.set_grid_idx = start_program
+        if around is not None:
+            builder.set_grid_idx = around
         else:
-            del builder.set_grid_idx
+            vars(builder).pop("set_grid_idx", None)
 
 # Ways out of PyTorch that no ATen op shows: the data as a NumPy array, a Python list, raw storage bytes
 # (also what pickling or torch.save reads), element-wise Python callbacks (map_, apply_), to compute with
@@ -1482,8 +1514,13 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                 _compile_candidates(self, args, kwargs)
                 tuning = _tuned_quickly(self)
             try:
-                compiled_source = _as_compiled(self, args, kwargs, record) \
-                    if type(self).__name__ == "GridExecutor" else nullcontext()
+                compiled_source = nullcontext()
+                if type(self).__name__ == "GridExecutor":
+                    # A NumPy number is handed over as Python's: the compiler is told of a number, and the
+                    # kernel must see one too (a red team branched on `hasattr(SCALE, "sum")`)
+                    args = tuple(_python_number(a) for a in args)
+                    kwargs = {k: _python_number(v) for k, v in kwargs.items()}
+                    compiled_source = _as_compiled(self, args, kwargs, record)
                 with _hooks_watched(self, watcher), tuning, compiled_source:
                     launched = original(self, *args, **kwargs)
             except Exception as error:
