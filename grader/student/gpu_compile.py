@@ -534,9 +534,7 @@ def usage_said(compiled, dev) -> list:
 # (a grid function, a hook or an object's __index__ runs between the check and the programs).
 
 FRONTEND_TIMEOUT_S = 120
-# Python's builtins that Triton's front end takes in a kernel (CodeGenerator.builtin_namespace), besides
-# its own functions: any other builtin a kernel reads is refused by the compiler itself.
-_MISSING = object()
+_MISSING = object()   # a global no longer (or not yet) bound
 
 
 def _global_names(code) -> tuple:
@@ -552,13 +550,6 @@ def _global_names(code) -> tuple:
 
 
 _GLOBAL_NAMES: dict = {}
-_SOURCES: dict = {}
-
-
-def _source_now(fn) -> str:
-    """The function's source from its `def` on, as it reads now (a file or a cell's cached lines may have
-    changed since it was defined)."""
-    return _def_source(fn)
 
 
 def _compiler_def(fn, source: str) -> str | None:
@@ -663,7 +654,7 @@ def source_for_compiler(kernel) -> tuple:
         if fn.__name__ in defs:
             refused.append(f"two @triton.jit functions named `{fn.__name__}`")
             continue
-        reached[fn] = _source_now(fn)
+        reached[fn] = _def_source(fn)   # as it reads now: a file or a cell's lines may have changed
         defs[fn.__name__] = _compiler_def(fn, reached[fn])
         if defs[fn.__name__] is None:
             refused.append(f"`{fn.__name__}`, a function whose source does not define it under that name")
