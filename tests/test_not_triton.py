@@ -65,6 +65,31 @@ def softmax(x):
     return out
 '''
 
+# Triton's own @triton.jit functions imported by their names, and a constexpr global of a dtype: Triton's
+# compiler takes both (they were refused as "a InterpretedFunction" and "a constexpr").
+TRITONS_OWN_BY_NAME = '''
+from triton.language import softmax as tl_softmax
+from triton.language.standard import max as block_max
+
+ACC = tl.constexpr(tl.float32)
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(ACC)
+    y = tl_softmax(x - block_max(x, axis=0))
+    tl.store(out_ptr + row * out_stride + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    out = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), out.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return out
+'''
+
 
 def _module_of(cell: str, tmp_path, name: str):
     """The cell as a module of its own (Triton needs a kernel's source in a file)."""
@@ -82,9 +107,9 @@ def _softmax_of(cell: str, tmp_path, name: str):
 
 
 @pytest.mark.parametrize("name", ["TUTORIAL_STYLE", "LIGER_STYLE", "EXP2_MULTIROW", "HELPER_ON_CONSTEXPRS",
-                                  "AUTOTUNED_AND_PRUNED", "HONEST_UNUSUAL"])
+                                  "AUTOTUNED_AND_PRUNED", "HONEST_UNUSUAL", "TRITONS_OWN_BY_NAME"])
 def test_honest_kernels_with_python_around_them_pass(name, tmp_path):
-    cell = HELPER_ON_CONSTEXPRS if name == "HELPER_ON_CONSTEXPRS" else getattr(answers, name)
+    cell = globals()[name] if name in ("HELPER_ON_CONSTEXPRS", "TRITONS_OWN_BY_NAME") else getattr(answers, name)
     grader.check("day2.softmax", _softmax_of(cell, tmp_path, f"honest_{name.lower()}"))
 
 

@@ -631,12 +631,40 @@ def _literal(value) -> str:
     return repr(value)
 
 
+def _is_jit(value) -> bool:
+    """A @triton.jit function, interpreted or not, whose function is a Python function."""
+    return type(value).__name__ in ("InterpretedFunction", "JITFunction") and _tritons_class(type(value)) \
+        and isinstance(getattr(value, "fn", None), types.FunctionType)
+
+
 def _jit_fn(value):
     """The Python function of a student's @triton.jit function (interpreted or not), else None."""
-    if type(value).__name__ in ("InterpretedFunction", "JITFunction"):
-        fn = getattr(value, "fn", None)
-        if isinstance(fn, types.FunctionType) and (fn.__module__ or "").split(".")[0] != "triton":
-            return fn
+    if _is_jit(value) and (value.fn.__module__ or "").split(".")[0] != "triton":
+        return value.fn
+    return None
+
+
+def _tritons_class(kind) -> bool:
+    """A class Triton defines: found under its name in the module of Triton's it says it comes from (a
+    notebook's class that only claims such a module is not)."""
+    module = getattr(kind, "__module__", None) or ""
+    return module.split(".")[0] == "triton" and getattr(sys.modules.get(module), kind.__name__, None) is kind
+
+
+def _tritons_own(fn, value) -> bool:
+    """Whether `value` is what Triton's module `fn.__module__` binds to `fn.__name__`."""
+    module = fn.__module__ or ""
+    return module.split(".")[0] == "triton" and _MODULE_NAME.fullmatch(module) is not None \
+        and fn.__name__.isidentifier() and getattr(sys.modules.get(module), fn.__name__, None) is value
+
+
+def _constant(value) -> str | None:
+    """The expression for a plain value or one of Triton's scalar types (tl.float16), else None."""
+    if _plain(value):
+        return _literal(value)
+    if _tritons_class(type(value)) and type(value).__name__ == "dtype" \
+            and _MODULE_NAME.fullmatch(str(getattr(value, "name", ""))):
+        return f"triton.language.dtype({value.name!r})"
     return None
 
 
@@ -716,13 +744,13 @@ def _rebuilt(name: str, value, todo: list) -> str | None:
         if _importable(module, value) and (module == "math" or module.split(".")[0] == "triton"):
             return f"import {module} as {name}"
         return None
-    if _plain(value):
-        return f"{name} = {_literal(value)}"
-    if (type(value).__module__ or "").split(".")[0] == "triton":
-        if type(value).__name__ == "constexpr" and _plain(getattr(value, "value", _MISSING)):
-            return f"{name} = triton.language.constexpr({_literal(value.value)})"
-        if type(value).__name__ == "dtype" and _MODULE_NAME.fullmatch(str(getattr(value, "name", ""))):
-            return f"{name} = triton.language.dtype({value.name!r})"
+    if _constant(value) is not None:
+        return f"{name} = {_constant(value)}"
+    if _tritons_class(type(value)) and type(value).__name__ == "constexpr":
+        inner = _constant(getattr(value, "value", _MISSING))
+        return None if inner is None else f"{name} = triton.language.constexpr({inner})"
+    if _is_jit(value) and _tritons_own(value.fn, value):   # Triton's own, imported by its name (tl.sigmoid)
+        return f"from {value.fn.__module__} import {value.fn.__name__} as {name}"
     own, qualname = getattr(value, "__module__", None) or "", getattr(value, "__qualname__", "")
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)) and own.split(".")[0] == "triton" \
             and qualname.isidentifier() and _MODULE_NAME.fullmatch(own) \
