@@ -755,3 +755,382 @@ def softmax(x):
                                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
     return y
 '''
+
+
+# ---------------------------------------------------------------------------------------------------
+# The third red team (2026-12-02, through the pipeline): what the interpreter runs that Triton's compiler
+# did not compile, and work done outside a kernel's programs. Each cell scored 3/3 before its fix.
+
+# the compiler folds `isinstance(tl.range(1), range)` to False and never reads the branch;
+# the interpreter, whose tl.range is Python's range, runs it: Python floats parsed from str() of loaded values
+DEAD_BRANCH_FLOATS = '''
+import math
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    if isinstance(tl.range(1), range):
+        # (the interpreter turns every `name = value` into a Triton scalar: numbers are kept in lists)
+        values = [float(str(tl.load(x_ptr + row * x_stride + i)).strip("[]")) for i in range(n_cols)]
+        top = sorted(values)[-1:]
+        weights = [math.exp(v - top[0]) for v in values]
+        total = [sum(weights)]
+        for i in range(n_cols):
+            tl.store(out_ptr + row * out_stride + i, weights[i] / total[0])
+    else:
+        tl.store(out_ptr + row * out_stride + offs, tl.zeros([BLOCK_SIZE], tl.float32), mask=offs < n_cols)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    softmax_row_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return y
+'''
+
+# the same, on `hasattr(tl.multiple_of, "func")` (a functools.partial in the interpreter), a
+# whole block's text parsed chunk by chunk
+DEAD_BRANCH_TEXT = '''
+import math
+
+CHUNK = tl.constexpr(256)
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, CHUNK)
+    if hasattr(tl.multiple_of, "func"):
+        values = []
+        for start in range(0, n_cols, CHUNK):
+            values += [float(word) for word in str(tl.load(x_ptr + row * x_stride + start + offs,
+                                                           mask=start + offs < n_cols, other=0.0)).strip("[]").split()]
+        values = values[:n_cols]
+        top = sorted(values)[-1:]
+        weights = [math.exp(v - top[0]) for v in values]
+        total = [sum(weights)]
+        for i in range(n_cols):
+            tl.store(out_ptr + row * out_stride + i, weights[i] / total[0])
+    else:
+        for start in range(0, n_cols, CHUNK):
+            tl.store(out_ptr + row * out_stride + start + offs, tl.zeros([CHUNK], tl.float32),
+                     mask=start + offs < n_cols)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    softmax_row_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=1)
+    return y
+'''
+
+# the dead branch inside a tl.reduce combine function, which the interpreter calls as
+# the @triton.jit object's own function (not the rewrite it keeps for other calls)
+COMBINE_DEAD_BRANCH = '''
+import math
+
+
+@triton.jit
+def row_pair(a0, b0, a1, b1):
+    if isinstance(tl.range(1), range):
+        src = a0.to(tl.pointer_type(tl.float32))
+        dst = a1.to(tl.pointer_type(tl.float32))
+        values = [float(str(tl.load(src + i)).strip("[]")) for i in range(b0)]
+        top = sorted(values)[-1:]
+        weights = [math.exp(v - top[0]) for v in values]
+        total = [sum(weights)]
+        for i in range(len(values)):
+            tl.store(dst + i, weights[i] / total[0])
+    return tl.maximum(a0, a1), b0 + b1
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    two = tl.arange(0, 2)
+    where = tl.where(two == 0, (x_ptr + row * x_stride).to(tl.int64), (out_ptr + row * out_stride).to(tl.int64))
+    sizes = tl.zeros([2], tl.int64) + n_cols
+    tl.reduce((where, sizes), 0, row_pair)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    softmax_row_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=1)
+    return y
+'''
+
+# the grid function runs after the interpreter has taken tl over: tl.load, tl.exp and
+# tl.store on the host, around an empty kernel
+GRID_FUNCTION_TL = '''
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    pass
+
+
+def plan(meta, n_rows, n_cols, block):
+    x, y = meta["x_ptr"], meta["out_ptr"]
+    offs = tl.arange(0, block)
+    for r in range(n_rows):
+        mask = offs < n_cols
+        v = tl.load(x + r * meta["x_stride"] + offs, mask=mask, other=-float("inf"))
+        e = tl.exp(v - tl.max(v, axis=0))
+        tl.store(y + r * meta["out_stride"] + offs, e / tl.sum(e, axis=0), mask=mask)
+    return (1,)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    block = triton.next_power_of_2(n_cols)
+    softmax_row_kernel[lambda meta: plan(meta, n_rows, n_cols, block)](x, y, n_cols, x.stride(0), y.stride(0),
+                                                                       BLOCK_SIZE=block)
+    return y
+'''
+
+# the same window, NumPy on a loaded block's `.handle.data`
+GRID_FUNCTION_NUMPY = '''
+import numpy as np
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    pass
+
+
+def plan(meta, n_rows, n_cols, block):
+    offs = tl.arange(0, block)
+    for r in range(n_rows):
+        mask = offs < n_cols
+        v = tl.load(meta["x_ptr"] + r * meta["x_stride"] + offs, mask=mask, other=-float("inf"))
+        d = v.handle.data
+        d[...] = np.exp(d - d.max())
+        d /= d.sum()
+        tl.store(meta["out_ptr"] + r * meta["out_stride"] + offs, v, mask=mask)
+    return (1,)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    block = triton.next_power_of_2(n_cols)
+    softmax_row_kernel[lambda meta: plan(meta, n_rows, n_cols, block)](x, y, n_cols, x.stride(0), y.stride(0),
+                                                                       BLOCK_SIZE=block)
+    return y
+'''
+
+# the interpreter's builder, called from host code, loads and stores any address
+HOST_INTERPRETER_BUILDER = '''
+import numpy as np
+from triton.runtime import interpreter
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    pass
+
+
+def addresses(t):
+    rows = np.arange(t.shape[0], dtype=np.uint64)[:, None] * np.uint64(t.stride(0))
+    cols = np.arange(t.shape[1], dtype=np.uint64)[None, :] * np.uint64(t.stride(1))
+    handle = interpreter.TensorHandle(np.uint64(t.data_ptr()) + (rows + cols) * np.uint64(t.element_size()),
+                                      tl.pointer_type(tl.float32))
+    return handle
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    builder = interpreter.interpreter_builder
+    v = builder.create_load(addresses(x), None, False).data.astype(np.float64)
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    out = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+    builder.create_store(addresses(y), interpreter.TensorHandle(out, tl.float32), None)
+    softmax_row_kernel[(1,)](x, y, 1, x.stride(0), y.stride(0), BLOCK_SIZE=1)
+    return y
+'''
+
+# logging's QueueListener starts a thread when the cell runs; PyTorch's dispatch
+# modes are per thread, so torch.softmax there went unseen
+QUEUE_LISTENER_THREAD = '''
+import logging
+import logging.handlers
+import queue
+import time
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0)
+    tl.store(out_ptr + row * out_stride + cols, x * 0, mask=mask)
+
+
+class Finisher(logging.Handler):
+    def emit(self, record):
+        x, y, done = record
+        y.copy_(torch.softmax(x.float(), dim=-1).to(y.dtype))
+        done.append(True)
+
+
+JOBS = queue.Queue()
+LISTENER = logging.handlers.QueueListener(JOBS, Finisher())
+LISTENER.start()
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    softmax_row_kernel[(1,)](x, y, 1, x.stride(0), y.stride(0), BLOCK_SIZE=1)
+    done = []
+    JOBS.put([x, y, done])
+    while not done:
+        time.sleep(0.001)
+    return y
+'''
+
+# the same, with grader.setup() called again after the thread started (it
+# had the thread taken for one of Jupyter's)
+QUEUE_LISTENER_THREAD_SETUP_AGAIN = '''
+import logging
+import logging.handlers
+import queue
+import time
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0)
+    tl.store(out_ptr + row * out_stride + cols, x * 0, mask=mask)
+
+
+class Finisher(logging.Handler):
+    def emit(self, record):
+        x, y, done = record
+        y.copy_(torch.softmax(x.float(), dim=-1).to(y.dtype))
+        done.append(True)
+
+
+JOBS = queue.Queue()
+LISTENER = logging.handlers.QueueListener(JOBS, Finisher())
+LISTENER.start()
+grader.setup(quiet=True)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    softmax_row_kernel[(1,)](x, y, 1, x.stride(0), y.stride(0), BLOCK_SIZE=1)
+    done = []
+    JOBS.put([x, y, done])
+    while not done:
+        time.sleep(0.001)
+    return y
+'''
+
+# honest: a @triton.jit function handed to the kernel as a constexpr argument (was
+# refused as an argument Triton's launcher cannot pass)
+JIT_FUNCTION_ARGUMENT = '''
+@triton.jit
+def exp_base_e(x):
+    return tl.exp2(x * 1.4426950408889634)
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr, EXP: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_SIZE)
+    m = tl.full((), -float("inf"), tl.float32)
+    d = tl.full((), 0.0, tl.float32)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        v = tl.load(x_ptr + row * x_stride + start + offs, mask=start + offs < n_cols, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(v, axis=0))
+        d = d * EXP(m - m_new) + tl.sum(EXP(v - m_new), axis=0)
+        m = m_new
+    for start in range(0, n_cols, BLOCK_SIZE):
+        mask = start + offs < n_cols
+        v = tl.load(x_ptr + row * x_stride + start + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        tl.store(out_ptr + row * out_stride + start + offs, (EXP(v - m) / d).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    block = min(triton.next_power_of_2(x.shape[1]), 4096)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK_SIZE=block, EXP=exp_base_e)
+    return y
+'''
+
+# honest: Liger-Kernel's manner, an autograd.Function and tl.reduce with a @triton.jit
+# combine function
+LIGER_REDUCE_COMBINE = '''
+@triton.jit
+def _combine(m1, s1, m2, s2):
+    m = tl.maximum(m1, m2)
+    s = tl.where(m == float("-inf"), 0.0, s1 * tl.exp(m1 - m) + s2 * tl.exp(m2 - m))
+    return m, s
+
+
+@triton.jit
+def _softmax_fwd(X, Y, x_stride, y_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_SIZE)
+    lane_m = tl.full([BLOCK_SIZE], float("-inf"), tl.float32)
+    lane_s = tl.zeros([BLOCK_SIZE], tl.float32)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        v = tl.load(X + row * x_stride + start + offs, mask=start + offs < n_cols, other=float("-inf")).to(tl.float32)
+        lane_m, lane_s = _combine(lane_m, lane_s, v, tl.where(start + offs < n_cols, 1.0, 0.0))
+    m, s = tl.reduce((lane_m, lane_s), 0, _combine)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        mask = start + offs < n_cols
+        v = tl.load(X + row * x_stride + start + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        tl.store(Y + row * y_stride + start + offs, (tl.exp(v - m) / s).to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_bwd(DY, Yp, DX, stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_SIZE)
+    acc = tl.zeros([BLOCK_SIZE], tl.float32)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        mask = start + offs < n_cols
+        acc += tl.load(DY + row * stride + start + offs, mask=mask, other=0.0) * tl.load(Yp + row * stride + start + offs, mask=mask, other=0.0)
+    dot = tl.sum(acc, axis=0)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        mask = start + offs < n_cols
+        yv = tl.load(Yp + row * stride + start + offs, mask=mask, other=0.0)
+        dy = tl.load(DY + row * stride + start + offs, mask=mask, other=0.0)
+        tl.store(DX + row * stride + start + offs, yv * (dy - dot), mask=mask)
+
+
+def calculate_settings(n):
+    block = min(triton.next_power_of_2(n), 256)
+    return block, 4
+
+
+class LigerSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        n_rows, n_cols = x.shape
+        y = torch.empty_like(x)
+        BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+        _softmax_fwd[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        dy = dy.contiguous()
+        dx = torch.empty_like(dy)
+        BLOCK_SIZE, num_warps = calculate_settings(y.shape[1])
+        _softmax_bwd[(y.shape[0],)](dy, y, dx, y.stride(0), y.shape[1], BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+        return dx
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    return LigerSoftmax.apply(x)
+'''

@@ -90,6 +90,93 @@ def softmax(x):
     return out
 '''
 
+# Honest, with every kind of branch the compiler decides when it compiles (so it reads one side only): a
+# constexpr `if` in a helper called with two values (FlashAttention's STAGE), an `if` on the index of a
+# static_range, a conditional expression and an `and` on constexprs, a docstring, `pass`; the interpreter
+# must run them all, however its rewrite of the kernel turns out.
+BRANCHES_THE_COMPILER_DECIDES = '''
+@triton.jit
+def _pass_over(row_ptr, n_cols, m, s, STAGE: tl.constexpr, BLOCK: tl.constexpr):
+    """STAGE 1: the running maximum and sum; STAGE 2: the sum again, against the final maximum."""
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(row_ptr + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+        if STAGE == 1:
+            m_new = tl.maximum(m, tl.max(x, axis=0))
+            s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+            m = m_new
+        else:
+            pass
+    return m, s
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr,
+                       TWO_PASSES: tl.constexpr = False, SPLIT: tl.constexpr = 2):
+    row = tl.program_id(0)
+    m = tl.full((), -float("inf"), tl.float32)
+    s = tl.full((), 0.0, tl.float32)
+    m, s = _pass_over(x_ptr + row * x_stride, n_cols, m, s, 1, BLOCK_SIZE)
+    if TWO_PASSES and BLOCK_SIZE > 1:
+        m, s = _pass_over(x_ptr + row * x_stride, n_cols, m, s, 2, BLOCK_SIZE)
+    scale = 1.0 / s if SPLIT > 0 else 0.0
+    for part in tl.static_range(SPLIT):
+        if part == 0:
+            first = 0
+        else:
+            first = 0
+        for start in range(first, n_cols, BLOCK_SIZE):
+            offs = start + tl.arange(0, BLOCK_SIZE)
+            mine = (offs < n_cols) & (offs % SPLIT == part)
+            x = tl.load(x_ptr + row * x_stride + offs, mask=mine, other=-float("inf")).to(tl.float32)
+            tl.store(out_ptr + row * out_stride + offs, (tl.exp(x - m) * scale).to(out_ptr.dtype.element_ty), mask=mine)
+
+
+def softmax(x):
+    out = torch.empty_like(x)
+    block = min(triton.next_power_of_2(x.shape[1]), 1024)
+    softmax_row_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), out.stride(0), BLOCK_SIZE=block,
+                                      TWO_PASSES=x.shape[1] > 64)
+    return out
+'''
+
+# Honest: @triton.jit helpers with defaults, a constexpr one and a plain one, that the kernel leaves out
+# (the compiler was handed the helpers without their defaults, and refused the calls).
+HELPER_DEFAULTS = '''
+@triton.jit
+def _load_row(ptr, offs, mask, other=-float("inf"), ACC: tl.constexpr = tl.float32):
+    return tl.load(ptr + offs, mask=mask, other=other).to(ACC)
+
+
+@triton.jit
+def _normalise(x, EXP2: tl.constexpr = False):
+    if EXP2:
+        e = tl.exp2((x - tl.max(x, axis=0)) * 1.4426950408889634)
+    else:
+        e = tl.exp(x - tl.max(x, axis=0))
+    return e / tl.sum(e, axis=0)
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    y = _normalise(_load_row(x_ptr + row * x_stride, offs, offs < n_cols))
+    tl.store(out_ptr + row * out_stride + offs, y.to(out_ptr.dtype.element_ty), mask=offs < n_cols)
+
+
+def softmax(x):
+    out = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), out.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return out
+'''
+
+# Not honest for a GPU: a helper made with noinline=True is compiled as a function of its own, which takes
+# scalars only; handed a block, the GPU's compiler refuses the kernel. The interpreter runs it, and the
+# check said OK (the decorator's arguments were not handed on).
+NOINLINE_HELPER_OF_A_BLOCK = HELPER_DEFAULTS.replace("@triton.jit\ndef _normalise", "@triton.jit(noinline=True)\ndef _normalise")
+
 
 def _module_of(cell: str, tmp_path, name: str):
     """The cell as a module of its own (Triton needs a kernel's source in a file)."""
@@ -106,10 +193,13 @@ def _softmax_of(cell: str, tmp_path, name: str):
     return _module_of(cell, tmp_path, name).softmax
 
 
-@pytest.mark.parametrize("name", ["TUTORIAL_STYLE", "LIGER_STYLE", "EXP2_MULTIROW", "HELPER_ON_CONSTEXPRS",
-                                  "AUTOTUNED_AND_PRUNED", "HONEST_UNUSUAL", "TRITONS_OWN_BY_NAME"])
+OURS = ("HELPER_ON_CONSTEXPRS", "TRITONS_OWN_BY_NAME", "BRANCHES_THE_COMPILER_DECIDES", "HELPER_DEFAULTS")
+
+
+@pytest.mark.parametrize("name", ["TUTORIAL_STYLE", "LIGER_STYLE", "EXP2_MULTIROW", "AUTOTUNED_AND_PRUNED",
+                                  "HONEST_UNUSUAL", "JIT_FUNCTION_ARGUMENT", "LIGER_REDUCE_COMBINE", *OURS])
 def test_honest_kernels_with_python_around_them_pass(name, tmp_path):
-    cell = globals()[name] if name in ("HELPER_ON_CONSTEXPRS", "TRITONS_OWN_BY_NAME") else getattr(answers, name)
+    cell = globals()[name] if name in OURS else getattr(answers, name)
     grader.check("day2.softmax", _softmax_of(cell, tmp_path, f"honest_{name.lower()}"))
 
 
@@ -207,3 +297,44 @@ def test_prints_and_raise_are_found_through_the_functions_a_kernel_calls(tmp_pat
     assert gpu_compile.prints(module.printing_kernel) == ["`tl.static_print` in `show`"]
     assert gpu_compile.not_triton(module.printing_kernel) == ["`raise`"]
     assert gpu_compile.prints(module.show) == ["`tl.static_print`"] and gpu_compile.not_triton(module.show) == []
+
+
+@on_cpu_only
+@pytest.mark.parametrize("route", ["DEAD_BRANCH_FLOATS", "DEAD_BRANCH_TEXT", "COMBINE_DEAD_BRANCH"])
+def test_a_branch_the_compiler_never_compiled_cannot_run(route, tmp_path):
+    # The compiler decides `isinstance(tl.range(1), range)` when it compiles and never reads the branch; the
+    # interpreter's objects decide it the other way. What the compiler did not visit raises if run.
+    with pytest.raises(CheckFailed, match="ran Python that Triton's compiler did not compile") as failed:
+        grader.check("day2.softmax", _softmax_of(getattr(answers, route), tmp_path, f"cheat_{route.lower()}"),
+                     hidden=True)
+    assert "line " in str(failed.value), str(failed.value)
+
+
+@on_cpu_only
+@pytest.mark.parametrize("route", ["GRID_FUNCTION_TL", "GRID_FUNCTION_NUMPY", "HOST_INTERPRETER_BUILDER"])
+def test_the_interpreter_works_only_in_a_kernels_programs(route, tmp_path):
+    # tl.* in a grid function (it runs inside the launch, after the interpreter took tl over) and the
+    # interpreter's builder called from host code read and write memory by address, outside any kernel.
+    with pytest.raises(CheckFailed, match="interpreter was used outside a kernel's programs"):
+        grader.check("day2.softmax", _softmax_of(getattr(answers, route), tmp_path, f"cheat_{route.lower()}"))
+
+
+@pytest.mark.parametrize("route", ["QUEUE_LISTENER_THREAD", "QUEUE_LISTENER_THREAD_SETUP_AGAIN"])
+def test_a_thread_the_notebook_left_running_fails_the_check(route, tmp_path):
+    # PyTorch's dispatch modes are per thread: torch.softmax in a logging QueueListener's thread, started
+    # when the cell ran, went unseen. Setting the grader up again does not make the thread Jupyter's.
+    module = _module_of("import grader\n" + getattr(answers, route), tmp_path, f"cheat_{route.lower()}")
+    try:
+        with pytest.raises(CheckFailed, match=r"thread\(s\) the notebook started"):
+            grader.check("day2.softmax", module.softmax)
+    finally:
+        module.LISTENER.stop()
+    grader.check("day2.softmax", _softmax_of(answers.TUTORIAL_STYLE, tmp_path, "honest_after_the_thread"))
+
+
+@on_cpu_only
+def test_a_noinline_helper_handed_a_block_is_refused_as_on_a_gpu(tmp_path):
+    assert "@triton.jit(noinline=True)" in NOINLINE_HELPER_OF_A_BLOCK
+    with pytest.raises(CheckFailed, match="compiler rejects it") as failed:
+        grader.check("day2.softmax", _softmax_of(NOINLINE_HELPER_OF_A_BLOCK, tmp_path, "noinline_block"))
+    assert "noinline" in str(failed.value), str(failed.value)

@@ -7,8 +7,9 @@ several rows per program, Triton's autotuning with pruning and a heuristic) must
 points; cheats (PyTorch computing beside a launch, PyTorch in a class of the answer's own that Triton's
 autotuner or heuristics call into, the grader's functions called or patched from the answer cell, the
 grader's figures and exercise data written from it, NumPy computing inside the interpreted kernel, by
-an object's __getitem__ or through a global that the grid function rebinds) must get 0, or be refused
-with the rule they broke.
+an object's __getitem__ or through a global that the grid function rebinds; Python in a branch Triton's
+compiler decides the other way; the interpreter used outside a kernel's programs; a thread left running)
+must get 0, or be refused with the rule they broke.
 Without a GPU the speed cell scores 0 for everyone and says that it needs a CUDA GPU.
 """
 from __future__ import annotations
@@ -52,6 +53,14 @@ CLASS = {
     "cheat_config_values": (answers.CONFIG_VALUES_DICT_SUBCLASS, 0, "torch in a config values dict's keys()"),
     "cheat_autotune_keys": (answers.KEYS_LIST_SUBCLASS, 0, "torch in the autotune key list's __iter__"),
     "cheat_heuristics_dict": (answers.HEURISTICS_DICT_SUBCLASS, 0, "torch in the heuristics dict's items()"),
+    # the third red team's (each scored 3/3 before its fix)
+    "cheat_dead_branch": (answers.DEAD_BRANCH_FLOATS, 0, "Python floats in a branch the compiler folds away"),
+    "cheat_combine_dead_branch": (answers.COMBINE_DEAD_BRANCH, 0, "the same branch in a tl.reduce combine function"),
+    "cheat_grid_function_tl": (answers.GRID_FUNCTION_TL, 0, "tl.load/exp/store in the grid function"),
+    "cheat_host_builder": (answers.HOST_INTERPRETER_BUILDER, 0, "the interpreter's builder from host code"),
+    "cheat_thread_set_up_again": (answers.QUEUE_LISTENER_THREAD_SETUP_AGAIN, 0,
+                                  "torch.softmax in a QueueListener's thread, grader.setup() after it started"),
+    "honest_jit_argument": (answers.JIT_FUNCTION_ARGUMENT, 3, "a @triton.jit function as a constexpr argument"),
 }
 # What the submission rules refuse (the cell is not run; its feedback names the rule)
 REFUSED = {"cheat_patches_the_grader": "assigns grader.check",

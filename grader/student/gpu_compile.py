@@ -226,6 +226,8 @@ def _describe(value):
         return value.value    # a tl.constexpr
     if (type(value).__module__ or "").split(".")[0] == "triton" and type(value).__name__ == "dtype":
         return {"dtype": str(value.name)}
+    if _jit_fn(value) is not None:   # a @triton.jit function handed to a kernel (a constexpr to call)
+        return {"jit": value.fn.__name__}
     return {"other": type(value).__name__, "type": _mangled(value)}
 
 
@@ -259,6 +261,11 @@ def check(launches: list) -> tuple:
         seen.add(key)
         try:
             _collect(kernel, kernels)
+            for described in [*args, *kwargs.values()]:   # @triton.jit functions handed in, by their names
+                handed = kernel.fn.__globals__.get(described["jit"]) if isinstance(described, dict) \
+                    and set(described) == {"jit"} else None
+                if type(handed).__name__ in ("InterpretedFunction", "JITFunction"):
+                    _collect(handed, kernels)
         except (OSError, TypeError, SyntaxError, ValueError):
             return 0, [], []    # the source cannot be had (a kernel typed at a prompt, say): no verdict
         specs.append({"kernel": kernel.fn.__name__, "args": args, "kwargs": kwargs})
@@ -326,7 +333,13 @@ def compile_jobs(module, specs: list, unknown: list | None = None) -> dict:
         divisible = {}
         for i, name in enumerate(fn.arg_names):
             v = values.get(name)
-            if fn.params[i].is_constexpr:
+            if isinstance(v, dict) and set(v) == {"jit"}:   # the module's function of that name, as a constexpr
+                v = getattr(module, v["jit"], None)
+                if type(v).__name__ != "JITFunction":
+                    missing.append(name)
+                    continue
+                signature[name], constexprs[name] = "constexpr", v
+            elif fn.params[i].is_constexpr:
                 if isinstance(v, dict) and set(v) == {"dtype"}:
                     import triton.language as tl
                     v = tl.dtype(v["dtype"])
@@ -552,11 +565,12 @@ def _global_names(code) -> tuple:
 _GLOBAL_NAMES: dict = {}
 
 
-def _compiler_def(fn, source: str) -> str | None:
-    """The function as Triton's compiler is to read it: its body as written, its parameters without their
-    defaults (each launch's values, defaults included, are handed over as arguments) and annotated only
-    with whether each is a tl.constexpr, so that nothing of the student's runs when the module is imported;
-    None where the `def` is not one Python would name so."""
+def compiler_def(fn, source: str, helper: bool = False) -> str | None:
+    """The function as Triton's compiler is to read it: its body as written, its parameters annotated only
+    with whether each is a tl.constexpr and without their default expressions, so that nothing of the
+    student's runs when the module is imported: a launched kernel's defaults come with each launch's values,
+    and a `helper`'s are the values its defaults have now, written as literals (ValueError where one is not
+    a number, a string, None or a dtype). None where the `def` is not one Python would name so."""
     node = ast.parse(source).body[0]
     if not isinstance(node, ast.FunctionDef) or node.name != fn.__name__ or not node.name.isidentifier():
         return None
@@ -569,7 +583,24 @@ def _compiler_def(fn, source: str) -> str | None:
         if arg is not None:
             arg.annotation = None
     arguments.defaults, arguments.kw_defaults = [], [None] * len(arguments.kwonlyargs)
+    if helper:
+        positional = [*arguments.posonlyargs, *arguments.args]
+        values = fn.__defaults__ or ()
+        arguments.defaults = [_default_literal(fn, a.arg, v) for a, v in zip(positional[len(positional) - len(values):], values)]
+        given = fn.__kwdefaults__ or {}
+        arguments.kw_defaults = [_default_literal(fn, a.arg, given[a.arg]) if a.arg in given else None
+                                 for a in arguments.kwonlyargs]
     return ast.unparse(node)
+
+
+def _default_literal(fn, name: str, value):
+    """A helper's default as an expression of its value (a tl.constexpr of one, too)."""
+    constexpr = _tritons_class(type(value)) and type(value).__name__ == "constexpr"
+    text = _constant(getattr(value, "value", _MISSING) if constexpr else value)
+    if text is None:
+        raise ValueError(f"`{fn.__name__}`'s default for `{name}` (a {type(value).__name__}: a @triton.jit function's "
+                         f"defaults may be numbers, strings, None and dtypes)")
+    return ast.parse(f"triton.language.constexpr({text})" if constexpr else text, mode="eval").body
 
 
 def runs_as_read(executed, reached: dict) -> list:
@@ -644,6 +675,11 @@ def _jit_fn(value):
     return None
 
 
+def _noinline(jit_object) -> bool:
+    """Whether a @triton.jit function was made with noinline=True (interpreted, the flag is in its kwargs)."""
+    return bool(getattr(jit_object, "noinline", False) or (getattr(jit_object, "kwargs", None) or {}).get("noinline"))
+
+
 def _tritons_class(kind) -> bool:
     """A class Triton defines: found under its name in the module of Triton's it says it comes from (a
     notebook's class that only claims such a module is not)."""
@@ -668,13 +704,17 @@ def _constant(value) -> str | None:
     return None
 
 
-def source_for_compiler(kernel) -> tuple:
+def source_for_compiler(kernel, handed=()) -> tuple:
     """(module text, [what it reads that Triton's compiler takes no copy of], [(where, name, object)] every
     global the kernel and the @triton.jit functions it reaches read now, {function: its source}): what
     Triton's front end is to compile for this interpreted kernel (its function or its @triton.jit object),
-    as its source reads and its globals are at this moment."""
+    as its source reads and its globals are at this moment, with the @triton.jit functions `handed` to it
+    as arguments."""
     defs, lines, aliases, refused, reads, reached = {}, [], [], [], [], {}
-    todo = [getattr(kernel, "fn", kernel)]
+    first = getattr(kernel, "fn", kernel)
+    todo = [first, *(_jit_fn(f) for f in handed)]
+    # helpers made with @triton.jit(noinline=True): compiled as functions of their own, which take scalars only
+    noinline = {f.fn.__name__ for f in handed if _noinline(f)}
     while todo:
         fn = todo.pop()
         if fn in reached:
@@ -683,7 +723,11 @@ def source_for_compiler(kernel) -> tuple:
             refused.append(f"two @triton.jit functions named `{fn.__name__}`")
             continue
         reached[fn] = _def_source(fn)   # as it reads now: a file or a cell's lines may have changed
-        defs[fn.__name__] = _compiler_def(fn, reached[fn])
+        try:
+            defs[fn.__name__] = compiler_def(fn, reached[fn], helper=fn is not first)
+        except ValueError as e:
+            refused.append(str(e))
+            continue
         if defs[fn.__name__] is None:
             refused.append(f"`{fn.__name__}`, a function whose source does not define it under that name")
             continue
@@ -702,6 +746,8 @@ def source_for_compiler(kernel) -> tuple:
             if value is _MISSING or where is vars(builtins):
                 continue                # the front end says what it makes of a builtin, or of no such name
             line = _rebuilt(name, value, todo)
+            if _jit_fn(value) is not None and _noinline(value):
+                noinline.add(value.fn.__name__)
             if line == "":
                 continue
             if line is None:
@@ -713,7 +759,8 @@ def source_for_compiler(kernel) -> tuple:
             elif line not in lines:
                 lines.append(line)
     header = ["import triton", "import triton.language as tl", *lines]
-    bodies = [f"@triton.jit\n{source}" for source in defs.values() if source is not None]
+    bodies = [f"@triton.jit{'(noinline=True)' if name in noinline else ''}\n{source}" for name, source in defs.items()
+              if source is not None]
     return ("\n".join(header) + "\n\n\n" + "\n\n\n".join(bodies) + "\n\n" + "\n".join(aliases) + "\n",
             refused, reads, reached)
 
@@ -821,12 +868,15 @@ try:
 except Exception as e:
     print(MARK + json.dumps({"unavailable": repr(e)}), flush=True)
     sys.exit(0)
+from grader.student.gpu_compile import record_visits
+visited = record_visits()
 print(MARK + json.dumps({"ready": True}), flush=True)
 folder = tempfile.mkdtemp(prefix="grader-frontend-")
 sys.path.insert(0, folder)
 target = list(GRADING_TARGETS.values())[0]
 for n, line in enumerate(sys.stdin):
     request, failures, judged = json.loads(line), [], 0
+    visited.clear()
     name = f"student_kernels_{n}"
     path = os.path.join(folder, name + ".py")
     pathlib.Path(path).write_text(request["module"])
@@ -847,7 +897,8 @@ for n, line in enumerate(sys.stdin):
                     failures.append([spec_["kernel"], message])
     except Exception as e:
         failures.append(["", f"{type(e).__name__}: {e}"])
-    print(MARK + json.dumps({"failures": failures, "judged": judged}), flush=True)
+    print(MARK + json.dumps({"failures": failures, "judged": judged,
+                             "visited": {name: sorted(nodes) for name, nodes in visited.items()}}), flush=True)
 '''
 _FRONTEND_MARK = "@@frontend@@"
 
@@ -932,22 +983,173 @@ def frontend_refusals(module: str, specs: list) -> list | None:
     end that does not answer in FRONTEND_TIMEOUT_S, or dies, refuses: an honest kernel takes milliseconds."""
     key = module + json.dumps(specs, sort_keys=True, default=str)
     if key in _FRONTEND_DONE:
-        return _FRONTEND_DONE[key]
+        return _FRONTEND_DONE[key][0]
     try:
         proc = _frontend_process()
     except FrontendFailed as e:
         return [("", f"Triton's compiler front end did not start ({e})")]
     if proc is None:
         return None
+    visited = {}
     try:
         proc.stdin.write((json.dumps({"module": module, "specs": specs}, default=str) + "\n").encode())
         proc.stdin.flush()
         reply = _frontend_reply(proc, FRONTEND_TIMEOUT_S)
         verdict = [tuple(f) for f in reply["failures"]]
+        visited = {name: frozenset(nodes) for name, nodes in reply["visited"].items()}
     except (OSError, ValueError, KeyError, TypeError, TimeoutError, EOFError) as e:
         proc.kill()
         _stop_frontend(proc)
         _frontend_state.pop("proc", None)
         verdict = [("", f"Triton's compiler did not finish with it ({type(e).__name__})")]
-    _FRONTEND_DONE[key] = verdict
+    _FRONTEND_DONE[key] = (verdict, visited)
     return verdict
+
+
+def frontend_visited(module: str, specs: list) -> dict:
+    """{function name: the indices (body_nodes) of the nodes of its body that Triton's code generator
+    visited} in the front end's compile of these launches (frontend_refusals, asked first)."""
+    return _FRONTEND_DONE.get(module + json.dumps(specs, sort_keys=True, default=str), ((), {}))[1]
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the compiler compiled, and only that, is what the interpreter may run. The compiler decides a
+# branch whose condition it knows (a constexpr, `isinstance(...)` of its own objects) when it compiles,
+# and never reads the other; the interpreter decides the same condition with its own objects, which may
+# differ (a red team's `isinstance(tl.range(1), range)` and `hasattr(tl.multiple_of, "func")`), and
+# then runs plain Python the compiler never saw. So each node of a body the compiler did not visit is
+# made, for the launch, into an error the interpreter raises if it gets there (`poisoned`).
+
+def body_nodes(fdef) -> list:
+    """The nodes of a function's body in one fixed order (each statement's, breadth first): how the
+    compiler's process and this one name them."""
+    return [node for statement in fdef.body for node in ast.walk(statement)]
+
+
+def record_visits() -> dict:
+    """In the front end's process: Triton's code generator notes, for each @triton.jit function it compiles,
+    the nodes of its body it visits ({name: {index in body_nodes}}); every visit_* is watched, since some
+    call others directly."""
+    from triton.compiler import code_generator
+    generator = code_generator.CodeGenerator
+    visited: dict = {}
+
+    def watched(method):
+        def visit(self, node, *args, **kwargs):
+            nodes = vars(self).get("_grader_nodes")
+            if nodes is None and isinstance(node, ast.Module) and node.body and isinstance(node.body[0], ast.FunctionDef):
+                fdef = node.body[0]
+                nodes = self._grader_nodes = (fdef.name, {id(n): i for i, n in enumerate(body_nodes(fdef))})
+            if nodes is not None and id(node) in nodes[1]:
+                visited.setdefault(nodes[0], set()).add(nodes[1][id(node)])
+            return method(self, node, *args, **kwargs)
+        return visit
+
+    for name, method in list(vars(generator).items()):
+        if (name == "visit" or name.startswith("visit_")) and callable(method):
+            setattr(generator, name, watched(method))
+    return visited
+
+
+def _does_nothing(node) -> bool:
+    """A statement that runs no code: a docstring or other constant on its own, `pass`, `global`."""
+    return isinstance(node, (ast.Pass, ast.Global, ast.Nonlocal)) or \
+        (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+
+
+def uncompiled(fdef, visited: frozenset) -> list:
+    """The indices (body_nodes) of the outermost nodes of a body that run code and that the compiler did not
+    compile: neither it nor any node inside it visited. (A node whose parts were visited was compiled: the
+    code generator reads some nodes through their parts, a loop's `range(...)` call through its function
+    and arguments.) Targets of stores, annotations and constants are left as they are."""
+    nodes = body_nodes(fdef)
+    index = {id(n): i for i, n in enumerate(nodes)}
+    compiled = set()
+
+    def mark(node) -> bool:
+        inside = [mark(child) for child in ast.iter_child_nodes(node)]
+        if index.get(id(node)) in visited or any(inside):
+            compiled.add(id(node))
+            return True
+        return False
+
+    for statement in fdef.body:
+        mark(statement)
+    outermost = []
+
+    def find(node):
+        runs = (isinstance(node, ast.stmt) and not _does_nothing(node)) or \
+            (isinstance(node, ast.expr) and not isinstance(node, ast.Constant)
+             and isinstance(getattr(node, "ctx", ast.Load()), ast.Load))
+        if runs and id(node) not in compiled:
+            outermost.append(index[id(node)])
+            return
+        for field, value in ast.iter_fields(node):
+            if field in ("annotation", "returns"):   # (never run inside a body)
+                continue
+            for child in (value if isinstance(value, list) else [value]):
+                if isinstance(child, ast.AST):
+                    find(child)
+
+    for statement in fdef.body:
+        find(statement)
+    return outermost
+
+
+NOT_COMPILED = f"not compiled by Triton {os.urandom(6).hex()}"   # in a poisoned node's error: this process's
+
+
+def poisoned(fn, compiler_def: str, source: str, poison: list, runs, transformer=None):
+    """`fn` (whose interpreter's form is `runs`) rebuilt from `compiler_def` (the def handed to the compiler,
+    source_for_compiler) with each node of `poison` (body_nodes indices) an error the interpreter raises if
+    it gets there: a KeyError naming NOT_COMPILED and the line, by syntax alone (no name a notebook could
+    rebind). Positions are those of `source`, the function as its file has it; Triton's interpreter's own
+    rewrite (`transformer`, from 3.4) is applied as to any kernel; defaults are those `runs` has."""
+    tree = ast.parse(compiler_def)
+    fdef = tree.body[0]
+    original = ast.parse(source).body[0]
+    nodes, places = body_nodes(fdef), body_nodes(original)
+    if [type(n) for n in nodes] == [type(n) for n in places]:
+        for node, place in zip(nodes, places):
+            ast.copy_location(node, place)
+    try:
+        first = inspect.getsourcelines(fn)[1] + [line.lstrip().startswith("def ")
+                                                  for line in inspect.getsourcelines(fn)[0]].index(True)
+    except (OSError, TypeError, ValueError):
+        first = fn.__code__.co_firstlineno
+    for i in poison:
+        node = nodes[i]
+        line = first + getattr(node, "lineno", 1) - 1
+        error = ast.Subscript(ast.Dict([], []), ast.Constant(f"{NOT_COMPILED}: line {line} of `{fn.__name__}`"),
+                              ast.Load())
+        replacement = ast.Expr(error) if isinstance(node, ast.stmt) else error
+        ast.copy_location(replacement, node)
+        for parent in ast.walk(fdef):
+            for field, value in ast.iter_fields(parent):
+                if value is node:
+                    setattr(parent, field, replacement)
+                elif isinstance(value, list) and any(v is node for v in value):
+                    value[[v is node for v in value].index(True)] = replacement
+    for arg in (*fdef.args.posonlyargs, *fdef.args.args, *fdef.args.kwonlyargs, fdef.args.vararg, fdef.args.kwarg):
+        if arg is not None:
+            arg.annotation = None   # (nothing of the notebook's runs when the def does)
+    if transformer is not None:
+        tree = transformer.visit(tree)
+    ast.fix_missing_locations(tree)
+    ast.increment_lineno(tree, first - 1)
+    namespace: dict = {}
+    exec(compile(tree, fn.__code__.co_filename, "exec"), fn.__globals__, namespace)
+    rebuilt = namespace[fn.__name__]
+    rebuilt.__defaults__, rebuilt.__kwdefaults__ = runs.__defaults__, runs.__kwdefaults__
+    return rebuilt
+
+
+def not_compiled_line(error: BaseException) -> str | None:
+    """Where a poisoned node (poisoned) stopped a launch, from the error the launch raised; else None."""
+    seen = 0
+    while error is not None and seen < 8:
+        for text in (*getattr(error, "args", ()), str(error)):
+            if isinstance(text, str) and NOT_COMPILED in text:
+                return text[text.index(NOT_COMPILED) + len(NOT_COMPILED) + 2:].split("'")[0].split('"')[0]
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None

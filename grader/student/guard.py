@@ -7,6 +7,7 @@ tensors with ATen ops), so launches are counted and everything inside them is ig
 """
 from __future__ import annotations
 
+import ast
 import copy
 import functools
 import gc
@@ -903,7 +904,8 @@ class _StudentCode:
     def __call__(self, *args, **kwargs):
         depth, self.watcher.in_triton = self.watcher.in_triton, 0
         try:
-            result = self.fn(*args, **kwargs)
+            with _interpreter_opened(False):
+                result = self.fn(*args, **kwargs)
         finally:
             self.watcher.in_triton = depth
         if self.noted is not None:
@@ -1318,6 +1320,38 @@ class Refused(ValueError):
     verdict is the rule's (checks.refuse), not the error's."""
 
 
+# Whether Triton's interpreter may work now: inside an interpreted launch (its programs, its own handling of
+# the arguments), not in the student's functions it calls there (a grid function, a hook: _StudentCode).
+_interpreter_open = False
+
+
+@contextmanager
+def _interpreter_opened(open_: bool):
+    global _interpreter_open
+    outer, _interpreter_open = _interpreter_open, open_
+    try:
+        yield
+    finally:
+        _interpreter_open = outer
+
+
+def _builder_wrapper(name: str, original):
+    """One of the interpreter's operations (InterpreterBuilder.create_*: a load, a store, an exp): the
+    work of a kernel's programs. Called elsewhere during a watched call (tl.* or the builder itself in a
+    grid function, a hook or the host code) it reads and writes any memory by address and computes with
+    NumPy, which only the CPU interpreter makes possible: refused."""
+    def operation(self, *args, **kwargs):
+        state = _active
+        if state is not None and not _interpreter_open:
+            said = (f"Triton's interpreter was used outside a kernel's programs (InterpreterBuilder.{name}: tl.* "
+                    f"in a grid function, a hook or host code)")
+            if said not in state.record.not_triton:
+                state.record.not_triton.append(said)
+            raise Refused(said)
+        return original(self, *args, **kwargs)
+    return operation
+
+
 def _python_number(value):
     """A NumPy number as the Python number it holds (tuples of them too); anything else as it is."""
     if type(value) is tuple:
@@ -1376,16 +1410,45 @@ def _as_compiled(executor, args, kwargs, record):
             record.not_compiled.append((kernel_name, message))
         raise Refused(f"kernel `{kernel_name}` is refused by Triton's compiler")
 
+    swapped = []    # (where, name, what it held) of the poisoned functions put in place for the launch
+    rewriter = getattr(interpreter, "FunctionRewriter", None)
+
+    def swap(where: dict, key, value, reads: list):
+        swapped.append((where, key, where.get(key, gpu_compile._MISSING)))
+        where[key] = value
+        reads.append((where, key, value))   # (and so it must stay until the launch ends)
+
+    def poison_for_the_launch(fn, compiler_def, source, poison, transformer, jit_objects, reads):
+        """What the interpreter runs of `fn` made to raise where the compiler did not compile (poisoned): the
+        kernel's function that the executor calls, a helper's rewrite that the interpreter keeps (Triton 3.4
+        on), and the function of its @triton.jit object, which the interpreter calls itself for a tl.reduce or
+        tl.associative_scan combine function (and, before 3.4, for every helper)."""
+        runs = executor.fn if fn is kernel else kept.get(fn, fn)
+        as_run = gpu_compile.poisoned(fn, compiler_def, source, poison, runs, transformer)
+        if fn is kernel:
+            swap(vars(executor), "fn", as_run, reads)
+        elif rewriter is not None:
+            reads[:] = [r for r in reads if not (r[0] is kept and r[1] is fn)]
+            swap(kept, fn, as_run, reads)
+        as_written = gpu_compile.poisoned(fn, compiler_def, source, poison, fn) \
+            if transformer is not None and jit_objects else as_run
+        for jit_object in jit_objects:
+            swap(vars(jit_object), "fn", as_written, reads)
+        if jit_objects and rewriter is not None:
+            swap(kept, as_written, as_run, reads)   # (its calls look up the rewrite of the function it holds)
+
     def before_each_program(*where):
         if not checked:
-            module, refused, reads, reached = gpu_compile.source_for_compiler(kernel)
+            handed = [v for v in bound.arguments.values() if gpu_compile._jit_fn(v) is not None]
+            module, refused, reads, reached = gpu_compile.source_for_compiler(kernel, handed)
             # the interpreter's rewrites of the helpers, made now from the source as it reads (not at their
             # first call), and kept as they are for the rest of the launch
-            rewriter = getattr(interpreter, "FunctionRewriter", None)
             if rewriter is not None and not refused:
                 for fn in reached:
                     if fn not in kept:
                         kept[fn] = rewriter(fn).rewrite_ast()
+                    if fn is not kernel:   # a helper runs with the defaults the compiler is told of: its def's
+                        kept[fn].__defaults__, kept[fn].__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
                 reads = reads + [(kept, fn, kept.get(fn, gpu_compile._MISSING)) for fn in reached]
             checked.append(reads)
             if refused:
@@ -1397,6 +1460,16 @@ def _as_compiled(executor, args, kwargs, record):
             failures = gpu_compile.frontend_refusals(module, specs)
             if failures:
                 not_compiled(failures[0][0] or name, failures[0][1])
+            # what the compiler did not compile (a branch it decided at compile time) raises if run
+            visited = gpu_compile.frontend_visited(module, specs)
+            jit_objects = [v for v in [*(value for _, _, value in reads), *handed] if gpu_compile._jit_fn(v) is not None]
+            transformer = getattr(rewriter, "ast_transformer", None)
+            for fn, source in reached.items():
+                compiler_def = gpu_compile.compiler_def(fn, source)
+                poison = gpu_compile.uncompiled(ast.parse(compiler_def).body[0], visited.get(fn.__name__, frozenset()))
+                if poison:
+                    objects = list({id(v): v for v in jit_objects if gpu_compile._jit_fn(v) is fn}.values())
+                    poison_for_the_launch(fn, compiler_def, source, poison, transformer, objects, reads)
         else:
             changed = gpu_compile.reads_changed(checked[0])
             if changed:
@@ -1412,10 +1485,25 @@ def _as_compiled(executor, args, kwargs, record):
     collecting = gc.isenabled()
     gc.disable()
     try:
-        yield
+        try:
+            yield
+        except Exception as error:
+            line = gpu_compile.not_compiled_line(error)
+            if line is None:
+                raise
+            said = (f"kernel `{name}` ran Python that Triton's compiler did not compile ({line}: a branch the compiler "
+                    f"decided the other way when it compiled, where the interpreter's objects differ)")
+            if said not in record.not_triton:
+                record.not_triton.append(said)
+            raise Refused(said) from error
         if checked and gpu_compile.reads_changed(checked[0]):   # (during the last program)
             refuse("read a global that was bound to another object while it ran")
     finally:
+        for where, key, held in reversed(swapped):
+            if held is gpu_compile._MISSING:
+                where.pop(key, None)
+            else:
+                where[key] = held
         if collecting:
             gc.enable()
         if around is not None:
@@ -1521,7 +1609,8 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                     args = tuple(_python_number(a) for a in args)
                     kwargs = {k: _python_number(v) for k, v in kwargs.items()}
                     compiled_source = _as_compiled(self, args, kwargs, record)
-                with _hooks_watched(self, watcher), tuning, compiled_source:
+                with _hooks_watched(self, watcher), tuning, compiled_source, _interpreter_opened(
+                        type(self).__name__ == "GridExecutor"):
                     launched = original(self, *args, **kwargs)
             except Exception as error:
                 # An interpreted kernel's error says what its Python saw (an assert's message, the element a
@@ -1863,12 +1952,44 @@ def _storage_elements(tensor) -> int:
 
 
 def _handoff_wrapper(what: str, original):
-    def handoff(self, *args, **kwargs):
+    def handoff(*args, **kwargs):
         state = _active
         if state is not None and not state.watcher.in_triton:
             state.record.torch_ops.append(f"{what} (work in another thread, which the grader does not watch)")
-        return original(self, *args, **kwargs)
+        return original(*args, **kwargs)
     return handoff
+
+
+# (the process, the threads that ran Python in it when the grader was first set up there: Jupyter's own)
+_threads_before: tuple = (None, frozenset())
+
+
+def note_threads_now() -> None:
+    """Take the threads that run Python now as the process's own: once a process, at its first grader.setup
+    (before any student cell; a kernel forked from a server starts Jupyter's threads after the import). A
+    later call changes nothing: a notebook that set up again after starting a thread had it taken for
+    Jupyter's (a red team's)."""
+    global _threads_before
+    if _threads_before[0] != os.getpid():
+        _threads_before = (os.getpid(), frozenset(sys._current_frames()))
+
+
+def _note_other_threads(record) -> None:
+    """A thread the notebook started before the call (a thread started during it is refused where it
+    starts) that is running Python, idle or not: PyTorch's dispatch modes are per thread, so whatever it
+    does while the call runs is not watched (a red team's logging QueueListener computed the softmax)."""
+    import threading
+    note_threads_now()   # (where the grader was never set up in this process: the threads there now)
+    own = {threading.get_ident(), *_threads_before[1],
+           *(t.ident for t in (getattr(_compile_pool, "_threads", None) or ()))}
+    others = [ident for ident in sys._current_frames() if ident not in own]
+    if others:
+        names = {t.ident: t.name for t in threading.enumerate()}
+        entry = (f"{len(others)} thread(s) the notebook started, running while it was checked "
+                 f"({', '.join(names.get(i, 'unnamed') for i in others[:3])}: work in another thread, which the "
+                 f"grader does not watch; stop them, or restart the kernel, before your work is checked)")
+        if entry not in record.torch_ops:
+            record.torch_ops.append(entry)
 
 
 class _HandLaunch:
@@ -1941,6 +2062,19 @@ def _install() -> None:
     import threading
     for cls, name in ((threading.Thread, "start"), (concurrent.futures.ThreadPoolExecutor, "submit")):
         setattr(cls, name, _handoff_wrapper(f"{cls.__name__}.{name}", getattr(cls, name)))
+    import _thread
+    for name in ("start_new_thread", "start_joinable_thread"):   # (threading's own are bound already)
+        if hasattr(_thread, name):
+            setattr(_thread, name, _handoff_wrapper(f"_thread.{name}", getattr(_thread, name)))
+    note_threads_now()
+    try:
+        import triton.runtime.interpreter as interp
+        builder = interp.InterpreterBuilder
+    except (ImportError, AttributeError):  # pragma: no cover - Triton without its interpreter
+        builder = None
+    for name, method in (vars(builder).items() if builder is not None else ()):
+        if name.startswith("create_") and callable(method):
+            setattr(builder, name, _builder_wrapper(name, method))
     bounds.install()   # in the CPU interpreter: loads and stores outside the kernel's tensors
 
 
@@ -2051,6 +2185,7 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
                         sum_limit=sum_limit, allocations=[] if allocations else None,
                         reached={} if allocations else None, launch_bits=launch_bits, pieces=pieces)
     _note_replaced_operators(record)
+    _note_other_threads(record)
     watcher = _Watcher(record, poison, ALLOWED_OPS | frozenset(also_allowed))
     outer, _active = _active, _Watch(record, watcher, compile_ahead=ops if tune_briefly is None else tune_briefly,
                                    ops=ops)
@@ -2060,6 +2195,7 @@ def watch(poison: bool = True, also_allowed=(), ops: bool = True, tune_briefly: 
     finally:
         _active = outer
         _note_replaced_operators(record)   # also one the call itself registered
+        _note_other_threads(record)        # also one it started by a way not watched
         if _interpreted is not None:
             _interpreted.extend(record.interpreted)
 
