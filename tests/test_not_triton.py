@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+import triton
 
 import grader
 import redteam_softmax_answers as answers
@@ -304,10 +305,10 @@ def test_prints_and_raise_are_found_through_the_functions_a_kernel_calls(tmp_pat
 def test_a_branch_the_compiler_never_compiled_cannot_run(route, tmp_path):
     # The compiler decides `isinstance(tl.range(1), range)` when it compiles and never reads the branch; the
     # interpreter's objects decide it the other way. What the compiler did not visit raises if run.
-    with pytest.raises(CheckFailed, match="ran Python that Triton's compiler did not compile") as failed:
+    # (Triton 3.3's compiler knows no `hasattr` at all: it refuses that kernel outright)
+    with pytest.raises(CheckFailed, match="ran Python that Triton's compiler did not compile|compiler rejects it"):
         grader.check("day2.softmax", _softmax_of(getattr(answers, route), tmp_path, f"cheat_{route.lower()}"),
                      hidden=True)
-    assert "line " in str(failed.value), str(failed.value)
 
 
 @on_cpu_only
@@ -333,8 +334,14 @@ def test_a_thread_the_notebook_left_running_fails_the_check(route, tmp_path):
 
 
 @on_cpu_only
-def test_a_noinline_helper_handed_a_block_is_refused_as_on_a_gpu(tmp_path):
-    assert "@triton.jit(noinline=True)" in NOINLINE_HELPER_OF_A_BLOCK
-    with pytest.raises(CheckFailed, match="compiler rejects it") as failed:
-        grader.check("day2.softmax", _softmax_of(NOINLINE_HELPER_OF_A_BLOCK, tmp_path, "noinline_block"))
-    assert "noinline" in str(failed.value), str(failed.value)
+def test_a_noinline_helper_is_compiled_as_one(tmp_path):
+    # The compiler is handed the decorator's noinline; Triton 3.6 on (the grading GPU's) then refuses the
+    # block argument, as on the GPU (Triton 3.3's compiler took it).
+    from grader.student import gpu_compile
+    module = _module_of(NOINLINE_HELPER_OF_A_BLOCK, tmp_path, "noinline_block")
+    text, refused, _, _ = gpu_compile.source_for_compiler(module.softmax_row_kernel)
+    assert not refused and "@triton.jit(noinline=True)\ndef _normalise" in text and "@triton.jit\ndef _load_row" in text
+    if tuple(int(p) for p in triton.__version__.split(".")[:2]) >= (3, 6):
+        with pytest.raises(CheckFailed, match="compiler rejects it") as failed:
+            grader.check("day2.softmax", module.softmax)
+        assert "noinline" in str(failed.value), str(failed.value)

@@ -676,8 +676,10 @@ def _jit_fn(value):
 
 
 def _noinline(jit_object) -> bool:
-    """Whether a @triton.jit function was made with noinline=True (interpreted, the flag is in its kwargs)."""
-    return bool(getattr(jit_object, "noinline", False) or (getattr(jit_object, "kwargs", None) or {}).get("noinline"))
+    """Whether a @triton.jit function was made with noinline=True (interpreted, the flag is among the keyword
+    arguments it keeps, or its rewriter keeps before Triton 3.4)."""
+    kept = getattr(jit_object, "kwargs", None) or getattr(getattr(jit_object, "rewriter", None), "kwargs", None) or {}
+    return bool(getattr(jit_object, "noinline", False) or kept.get("noinline"))
 
 
 def _tritons_class(kind) -> bool:
