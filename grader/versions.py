@@ -7,9 +7,10 @@ from importlib import metadata
 
 PACKAGE = "gpu-course"
 CHECKED = ("torch", "triton")
-# NumPy 2.4 refuses int() of a one-element array, which the CPU interpreter of Triton before 3.6 does
-# for every loop bound and scalar argument ("only 0-dimensional arrays can be converted").
-INTERPRETER_NEEDS = {"triton": "3.6", "numpy_below": "2.4"}
+# NumPy 2.4 refuses int() of a one-element array, which the CPU interpreter of Triton before 3.7 does
+# for every loop bound and scalar argument ("only 0-dimensional arrays can be converted"): measured with
+# Triton 3.6.0 and NumPy 2.4.6 here and 2.5.2 on a GPU machine; 3.7 squeezes the array first.
+INTERPRETER_NEEDS = {"triton": "3.7", "numpy_below": "2.4"}
 
 
 def _release(version: str) -> tuple:

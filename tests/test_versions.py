@@ -36,11 +36,12 @@ def test_set_up_says_what_to_upgrade(monkeypatch, capsys):
 
 
 def test_an_old_triton_interpreter_with_a_new_numpy_is_named_only_where_it_runs():
-    # Measured: Triton 3.3 to 3.5's interpreter fails every loop over a run-time bound with NumPy 2.4,
-    # and passes with NumPy 2.3; Triton 3.6 and later work with both.
-    old = {"torch": "2.8.0", "triton": "3.4.0", "numpy": "2.4.1"}
+    # Measured: Triton 3.3 to 3.6's interpreter fails every loop over a run-time bound with NumPy 2.4 (3.6.0
+    # with 2.4.6, and with 2.5.2 on a GPU machine forced onto the interpreter), and passes with NumPy 2.3;
+    # Triton 3.7 and later work with both.
+    old = {"torch": "2.11.0", "triton": "3.6.0", "numpy": "2.4.1"}
     line, = versions.upgrades(interpreter=True, installed=old, minimums={})
-    assert "NumPy 2.4.1" in line and "numpy<2.4" in line and "triton>=3.6" in line
+    assert "NumPy 2.4.1" in line and "numpy<2.4" in line and "triton>=3.7" in line
     assert versions.upgrades(interpreter=False, installed=old, minimums={}) == []      # on a GPU: no interpreter
     assert versions.upgrades(interpreter=True, installed=dict(old, numpy="2.3.5"), minimums={}) == []
-    assert versions.upgrades(interpreter=True, installed=dict(old, triton="3.6.0"), minimums={}) == []
+    assert versions.upgrades(interpreter=True, installed=dict(old, triton="3.7.0"), minimums={}) == []
