@@ -1134,3 +1134,64 @@ class LigerSoftmax(torch.autograd.Function):
 def softmax(x: torch.Tensor) -> torch.Tensor:
     return LigerSoftmax.apply(x)
 '''
+
+# honest: a @triton.constexpr_function helper (Triton 3.5 on) doing arithmetic on a constexpr (was refused)
+CONSTEXPR_FUNCTION_HELPER = '''
+@triton.constexpr_function
+def chunk_for(block):
+    return min(block, 1024)
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    CHUNK: tl.constexpr = chunk_for(BLOCK_SIZE)
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, CHUNK)
+    m = tl.full((), -float("inf"), tl.float32)
+    d = tl.full((), 0.0, tl.float32)
+    for start in range(0, n_cols, CHUNK):
+        v = tl.load(x_ptr + row * x_stride + start + offs, mask=start + offs < n_cols, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(v, axis=0))
+        d = d * tl.exp(m - m_new) + tl.sum(tl.exp(v - m_new), axis=0)
+        m = m_new
+    for start in range(0, n_cols, CHUNK):
+        mask = start + offs < n_cols
+        v = tl.load(x_ptr + row * x_stride + start + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        tl.store(out_ptr + row * out_stride + start + offs, (tl.exp(v - m) / d).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+
+# NumPy on a block inside a @triton.constexpr_function: its body is Python wherever it runs
+CONSTEXPR_FUNCTION_NUMPY = '''
+import numpy as np
+
+
+@triton.constexpr_function
+def normalise(block):
+    d = block.handle.data
+    d[...] = np.exp(d - d.max())
+    d /= d.sum()
+    return block
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+    x = normalise(x)
+    tl.store(out_ptr + row * out_stride + offs, x, mask=offs < n_cols)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    softmax_row_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return y
+'''

@@ -13,7 +13,7 @@ import triton
 
 import grader
 import redteam_softmax_answers as answers
-from conftest import on_cpu_only
+from conftest import DEVICE, on_cpu_only
 from grader.compare import CheckFailed
 
 PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n"
@@ -345,3 +345,11 @@ def test_a_noinline_helper_is_compiled_as_one(tmp_path):
         with pytest.raises(CheckFailed, match="compiler rejects it") as failed:
             grader.check("day2.softmax", module.softmax)
         assert "noinline" in str(failed.value), str(failed.value)
+
+
+@pytest.mark.skipif(not hasattr(triton, "constexpr_function"), reason="@triton.constexpr_function is Triton 3.5+")
+def test_a_constexpr_function_that_does_arithmetic_passes_and_one_that_reaches_further_does_not(tmp_path):
+    grader.check("day2.softmax", _softmax_of(answers.CONSTEXPR_FUNCTION_HELPER, tmp_path, "honest_constexpr_function"))
+    if not DEVICE.is_gpu:   # (on a GPU the compiler itself refuses NumPy there)
+        with pytest.raises(CheckFailed, match="constexpr_function that does more than arithmetic|not Triton"):
+            grader.check("day2.softmax", _softmax_of(answers.CONSTEXPR_FUNCTION_NUMPY, tmp_path, "cheat_constexpr_numpy"))

@@ -23,6 +23,7 @@ import contextlib
 import dis
 import inspect
 import json
+import math
 import os
 import re
 import subprocess
@@ -754,8 +755,13 @@ def source_for_compiler(kernel, handed=()) -> tuple:
                 continue
             if line is None:
                 kind = "function" if isinstance(value, types.FunctionType) else type(value).__name__
-                refused.append(f"`{name}` (a {kind}: a kernel may read @triton.jit functions, Triton's modules "
-                               f"and math, and tl.constexpr values; Triton's compiler takes nothing else)")
+                refused.append(f"`{name}` (a @triton.constexpr_function that does more than arithmetic on numbers: "
+                               f"its body runs as Python, here and where Triton compiles, so it may use numbers, "
+                               f"min, max, abs, int, float, round, len, range, math and its own names only)"
+                               if kind == "ConstexprFunction" else
+                               f"`{name}` (a {kind}: a kernel may read @triton.jit functions, Triton's modules "
+                               f"and math, tl.constexpr values and arithmetic @triton.constexpr_functions; "
+                               f"Triton's compiler takes nothing else)")
             elif line.startswith("="):
                 aliases.append(f"{name} {line}")
             elif line not in lines:
@@ -800,12 +806,83 @@ def _rebuilt(name: str, value, todo: list) -> str | None:
         return None if inner is None else f"{name} = triton.language.constexpr({inner})"
     if _is_jit(value) and _tritons_own(value.fn, value):   # Triton's own, imported by its name (tl.sigmoid)
         return f"from {value.fn.__module__} import {value.fn.__name__} as {name}"
+    if type(value).__name__ == "ConstexprFunction" and _tritons_class(type(value)):
+        return _constexpr_function(name, value)
     own, qualname = getattr(value, "__module__", None) or "", getattr(value, "__qualname__", "")
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)) and own.split(".")[0] == "triton" \
             and qualname.isidentifier() and _MODULE_NAME.fullmatch(own) \
             and getattr(sys.modules.get(own), qualname, None) is value:
         return f"from {own} import {qualname} as {name}"
     return None
+
+
+# A @triton.constexpr_function runs as Python: where the compiler calls it (the front end's process) and in
+# the interpreter alike, on whatever it is handed. So only arithmetic on numbers is taken: the statements
+# and expressions below, calls of these builtins and of math's functions, and globals that are numbers,
+# strings, dtypes or math (nothing that reaches an attribute or a function of anything else).
+_CONSTEXPR_STATEMENTS = (ast.Return, ast.Assign, ast.AugAssign, ast.If, ast.For, ast.Pass, ast.Expr)
+_CONSTEXPR_EXPRESSIONS = (ast.Constant, ast.Name, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp,
+                          ast.Tuple, ast.List, ast.Subscript, ast.Call, ast.Attribute, ast.Slice)
+_CONSTEXPR_BUILTINS = {"min", "max", "abs", "int", "float", "bool", "round", "len", "range", "divmod", "pow"}
+
+
+def _constexpr_function(name: str, value) -> str | None:
+    """The lines that define a @triton.constexpr_function for Triton's compiler, or None where it does more
+    than arithmetic on numbers (see above)."""
+    fn = getattr(value, "fn", None)
+    if not isinstance(fn, types.FunctionType) or not fn.__name__.isidentifier() or fn.__closure__:
+        return None
+    try:
+        node = ast.parse(_def_source(fn)).body[0]
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return None
+    if not isinstance(node, ast.FunctionDef) or node.name != fn.__name__ or node.args.vararg or node.args.kwarg:
+        return None
+    node.decorator_list, node.returns = [], None
+    arguments = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+    for arg in arguments:
+        arg.annotation = None
+    local = {a.arg for a in arguments} | {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                                          and isinstance(n.ctx, ast.Store)}
+    lines = []
+    for part in [*node.body, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
+        for sub in ast.walk(part):
+            if isinstance(sub, ast.stmt) and not isinstance(sub, _CONSTEXPR_STATEMENTS):
+                return None
+            if isinstance(sub, ast.expr) and not isinstance(sub, _CONSTEXPR_EXPRESSIONS):
+                return None
+            if isinstance(sub, ast.Expr) and not isinstance(sub.value, ast.Constant):
+                return None
+            if isinstance(sub, ast.Call) and not (isinstance(sub.func, ast.Name) and sub.func.id in _CONSTEXPR_BUILTINS
+                                                  and sub.func.id not in local and sub.func.id not in fn.__globals__
+                                                  or _math_function(sub.func, fn)):
+                return None
+            if isinstance(sub, ast.Attribute) and not (_math_function(sub, fn) or _math_constant(sub, fn)):
+                return None
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id not in local \
+                    and sub.id not in _CONSTEXPR_BUILTINS:
+                if fn.__globals__.get(sub.id) is math:
+                    continue
+                text = _constant(fn.__globals__.get(sub.id, _MISSING))
+                if text is None:
+                    return None
+                lines.append(f"{sub.id} = {text}")
+    lines.append("@triton.constexpr_function\n" + ast.unparse(node))
+    if name != fn.__name__:
+        lines.append(f"{name} = {fn.__name__}")
+    return "import math\n" + "\n".join(dict.fromkeys(lines))
+
+
+def _math_function(node, fn) -> bool:
+    """`math.f`, with math the module and f one of its functions."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        and fn.__globals__.get(node.value.id) is math and isinstance(getattr(math, node.attr, None), types.BuiltinFunctionType)
+
+
+def _math_constant(node, fn) -> bool:
+    """`math.pi`, `math.inf`: a float of math's."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        and fn.__globals__.get(node.value.id) is math and type(getattr(math, node.attr, None)) is float
 
 
 def reads_changed(reads: list) -> list:
