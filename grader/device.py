@@ -207,11 +207,8 @@ def detect(force_cpu: bool = False) -> Device:
     _current = probe(force_cpu)
     # PyTorch's operators as they are before any student cell runs (the set-up cell comes first): a
     # notebook that later replaces one (torch.library on the aten namespace) is caught by the guard.
-    # ... and the threads that run Python now, Jupyter's own: one the notebook starts later and leaves
-    # running during a check is refused (guard._note_other_threads).
-    from grader.student.guard import note_threads_now, remember_operators
+    from grader.student.guard import remember_operators
     remember_operators()
-    note_threads_now()
     return _current
 
 

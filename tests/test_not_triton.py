@@ -321,9 +321,14 @@ def test_the_interpreter_works_only_in_a_kernels_programs(route, tmp_path):
 
 
 @pytest.mark.parametrize("route", ["QUEUE_LISTENER_THREAD", "QUEUE_LISTENER_THREAD_SETUP_AGAIN"])
-def test_a_thread_the_notebook_left_running_fails_the_check(route, tmp_path):
+def test_a_thread_the_notebook_left_running_fails_the_check(route, tmp_path, monkeypatch):
     # PyTorch's dispatch modes are per thread: torch.softmax in a logging QueueListener's thread, started
-    # when the cell ran, went unseen. Setting the grader up again does not make the thread Jupyter's.
+    # when the cell ran, went unseen. Setting the grader up again does not make the thread Jupyter's. (As
+    # at grading, where integrity.seal takes the threads running before any student cell.)
+    from grader.student import guard
+    monkeypatch.setattr(guard, "_threads_before", (None, frozenset()))
+    monkeypatch.setattr(guard, "_threads_watched", False)
+    guard.watch_threads()
     module = _module_of("import grader\n" + getattr(answers, route), tmp_path, f"cheat_{route.lower()}")
     try:
         with pytest.raises(CheckFailed, match=r"thread\(s\) the notebook started"):

@@ -1960,26 +1960,32 @@ def _handoff_wrapper(what: str, original):
     return handoff
 
 
-# (the process, the threads that ran Python in it when the grader was first set up there: Jupyter's own)
+# (the process, the threads that ran Python in it when grading began there: Jupyter's own)
 _threads_before: tuple = (None, frozenset())
+# Whether a thread left running fails a call: in a kernel being graded (integrity.seal turns it on). A
+# student's own checks, and a process that also runs the grader's side (the tests), start threads of
+# their own (a checker, Jupyter's clients) that this cannot tell from a notebook's.
+_threads_watched = False
 
 
-def note_threads_now() -> None:
-    """Take the threads that run Python now as the process's own: once a process, at its first grader.setup
-    (before any student cell; a kernel forked from a server starts Jupyter's threads after the import). A
-    later call changes nothing: a notebook that set up again after starting a thread had it taken for
-    Jupyter's (a red team's)."""
-    global _threads_before
+def watch_threads() -> None:
+    """From now on a thread running Python during a checked call that is not one of those running now fails
+    the call. The threads are taken once a process (before any student cell; a kernel forked from a server
+    starts Jupyter's threads after the import): a notebook that set up again after starting a thread had it
+    taken for Jupyter's (a red team's)."""
+    global _threads_before, _threads_watched
     if _threads_before[0] != os.getpid():
         _threads_before = (os.getpid(), frozenset(sys._current_frames()))
+    _threads_watched = True
 
 
 def _note_other_threads(record) -> None:
     """A thread the notebook started before the call (a thread started during it is refused where it
     starts) that is running Python, idle or not: PyTorch's dispatch modes are per thread, so whatever it
     does while the call runs is not watched (a red team's logging QueueListener computed the softmax)."""
+    if not _threads_watched or _threads_before[0] != os.getpid():
+        return
     import threading
-    note_threads_now()   # (where the grader was never set up in this process: the threads there now)
     own = {threading.get_ident(), *_threads_before[1],
            *(t.ident for t in (getattr(_compile_pool, "_threads", None) or ()))}
     others = [ident for ident in sys._current_frames() if ident not in own]
@@ -2066,7 +2072,6 @@ def _install() -> None:
     for name in ("start_new_thread", "start_joinable_thread"):   # (threading's own are bound already)
         if hasattr(_thread, name):
             setattr(_thread, name, _handoff_wrapper(f"_thread.{name}", getattr(_thread, name)))
-    note_threads_now()
     try:
         import triton.runtime.interpreter as interp
         builder = interp.InterpreterBuilder

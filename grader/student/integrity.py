@@ -158,3 +158,6 @@ def seal() -> None:
             module.__class__ = SealedModule
     # An audit hook stays for the life of the process: no cell can remove it.
     sys.addaudithook(_no_process_memory)
+    # The threads running now are Jupyter's: one a cell starts and leaves running fails a checked call.
+    from grader.student import guard
+    guard.watch_threads()
