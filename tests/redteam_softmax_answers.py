@@ -1195,3 +1195,441 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     softmax_row_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
     return y
 '''
+
+
+# ---------------------------------------------------------------------------------------------------
+# The fourth red team (2026-12-02, in-process, against the third's fixes): each passed the check before
+# its fix (the last is honest and was refused).
+
+# getattr with defaults five @triton.jit calls down (the compiler evaluates it on its own values)
+DEEP_GETATTR = '''
+@triton.jit
+def normalise(x):
+    # five calls below the kernel: past the depth gpu_compile.not_triton reads (4), so its `getattr` is not seen;
+    # Triton's compiler takes getattr (a builtin it knows), and on its values every default below is taken
+    h: tl.constexpr = getattr(x, "handle")
+    d: tl.constexpr = getattr(h, "data", 0)
+    top: tl.constexpr = getattr(d, "max", int)()
+    e: tl.constexpr = 2.718281828459045 ** (d - top)
+    s: tl.constexpr = getattr(e, "sum", int)() or 1
+    getattr(d, "setfield", hasattr)(e / s, "f4")
+    return x
+
+
+@triton.jit
+def step4(x):
+    return normalise(x)
+
+
+@triton.jit
+def step3(x):
+    return step4(x)
+
+
+@triton.jit
+def step2(x):
+    return step3(x)
+
+
+@triton.jit
+def step1(x):
+    return step2(x)
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    inside = offs < n_cols
+    x = tl.load(x_ptr + row * x_stride + offs, mask=inside, other=-float("inf")).to(tl.float32)
+    x = step1(x)
+    tl.store(out_ptr + row * out_stride + offs, x.to(out_ptr.dtype.element_ty), mask=inside)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    softmax_row_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return y
+'''
+
+# the same getattr in a kernel launched under an alias, its name rebound to a clean kernel
+ALIAS_GETATTR = '''
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    inside = offs < n_cols
+    x = tl.load(x_ptr + row * x_stride + offs, mask=inside, other=-float("inf")).to(tl.float32)
+    h: tl.constexpr = getattr(x, "handle")
+    d: tl.constexpr = getattr(h, "data", 0)
+    top: tl.constexpr = getattr(d, "max", int)()
+    e: tl.constexpr = 2.718281828459045 ** (d - top)
+    s: tl.constexpr = getattr(e, "sum", int)() or 1
+    getattr(d, "setfield", hasattr)(e / s, "f4")
+    tl.store(out_ptr + row * out_stride + offs, x.to(out_ptr.dtype.element_ty), mask=inside)
+
+
+launched = softmax_row_kernel
+
+
+# the name the guard's reading of the source follows (gpu_compile.launch: the kernel's name in its globals)
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    inside = offs < n_cols
+    x = tl.load(x_ptr + row * x_stride + offs, mask=inside, other=-float("inf")).to(tl.float32)
+    tl.store(out_ptr + row * out_stride + offs, x.to(out_ptr.dtype.element_ty), mask=inside)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    launched[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return y
+'''
+
+# the same helper handed to the kernel as a constexpr argument
+HANDED_HELPER_GETATTR = '''
+@triton.jit
+def normalise(x):
+    h: tl.constexpr = getattr(x, "handle")
+    d: tl.constexpr = getattr(h, "data", 0)
+    top: tl.constexpr = getattr(d, "max", int)()
+    e: tl.constexpr = 2.718281828459045 ** (d - top)
+    s: tl.constexpr = getattr(e, "sum", int)() or 1
+    getattr(d, "setfield", hasattr)(e / s, "f4")
+    return x
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr, NORM: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    inside = offs < n_cols
+    x = tl.load(x_ptr + row * x_stride + offs, mask=inside, other=-float("inf")).to(tl.float32)
+    x = NORM(x)     # a @triton.jit function handed in: the guard's reading follows no call through a parameter
+    tl.store(out_ptr + row * out_stride + offs, x.to(out_ptr.dtype.element_ty), mask=inside)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    softmax_row_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols),
+                                  NORM=normalise)
+    return y
+'''
+
+# a helper compiled on constexpr numbers (float() compiles there) and run on blocks
+UNION_SPECIALIZATIONS = '''import math
+
+
+@triton.jit
+def pyexp(v, m, MODE: tl.constexpr):
+    # MODE=1 (called once on constexpr numbers): the compiler takes this branch, and float() of a number
+    # compiles. MODE=0 (on blocks): the compiler decides `isinstance(tl.range(1), range)` False and never
+    # reads the branch, but its nodes count as compiled, since the helper's visits are kept per name, over
+    # every specialization; the interpreter decides it True and runs float() of a block and Python's math.exp.
+    if MODE == 1 or isinstance(tl.range(1), range):
+        # (float() of a block goes through its __index__ there: scaled by 2**40 to keep the bits)
+        return math.exp(float(v * 1099511627776.0) / 1099511627776.0 - float(m * 1099511627776.0) / 1099511627776.0)
+    return tl.exp(v - m)
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    unused = pyexp(2.0, 1.0, 1)
+    s = tl.full((), 0.0, tl.float32)
+    for i in range(n_cols):
+        s += pyexp(tl.load(x_ptr + row * x_stride + i).to(tl.float32), m, 0)
+    for i in range(n_cols):
+        e = pyexp(tl.load(x_ptr + row * x_stride + i).to(tl.float32), m, 0)
+        tl.store(out_ptr + row * out_stride + i, (e / s).to(out_ptr.dtype.element_ty))
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+
+# a helper named like Triton's own tl.flip, whose compile visited the same node numbers
+NAME_COLLISION = '''import math
+
+
+@triton.jit
+def flip(x_ptr, out_ptr, n_cols):
+    # Named as Triton's own tl.flip: the compiler's process keeps the nodes it visits by function name alone,
+    # so the nodes of Triton's flip that its compile visits (116 of its 197, by their index in body_nodes)
+    # count as this helper's nodes of the same index. The branch the compiler decides False is therefore
+    # not made to raise; the interpreter decides it True.
+    if isinstance(tl.range(1), range):
+        values = [float(str(tl.load(x_ptr + i)).strip("[]")) for i in range(n_cols)]
+        top = sorted(values)[-1:]
+        weights = [math.exp(v - top[0]) for v in values]
+        total = [sum(weights)]
+        for i in range(n_cols):
+            tl.store(out_ptr + i, weights[i] / total[0])
+        ...   # (shifts the nodes' order onto indices Triton's flip visited)
+
+
+row_softmax = flip
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
+    # Triton's own flip, compiled (not used)
+    f = tl.flip(tl.arange(0, 16))
+    row_softmax(x_ptr + row * x_stride, out_ptr + row * out_stride, n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+
+# a kernel reading a closure variable, which Triton's interpreter reads as a module global
+CLOSURE_GLOBAL = '''import numpy as np
+
+
+def normalise(block):
+    """The module's global of that name: plain Python with NumPy. The kernel below names `normalise` as a
+    closure variable (a clean @triton.jit helper), which is what the guard and the compiler read; Triton's
+    interpreter re-executes the kernel's source at module level, where the name is this global."""
+    d = block.handle.data
+    d[...] = np.exp(d - d.max())
+    d /= d.sum()
+    return block
+
+
+@triton.jit
+def keep(x):
+    return x
+
+
+def build():
+    normalise = keep
+
+    @triton.jit
+    def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+        row = tl.program_id(0)
+        offs = tl.arange(0, BLOCK_SIZE)
+        inside = offs < n_cols
+        x = tl.load(x_ptr + row * x_stride + offs, mask=inside, other=-float("inf")).to(tl.float32)
+        x = normalise(x)
+        tl.store(out_ptr + row * out_stride + offs, x.to(out_ptr.dtype.element_ty), mask=inside)
+
+    return softmax_row_kernel
+
+
+softmax_row_kernel = build()
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    softmax_row_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return y
+'''
+
+# triton.jit of a wrapped bound method: no source, so nothing was compiled
+BOUND_METHOD_KERNEL = '''import functools
+
+import numpy as np
+
+
+def proto(self, x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    pass
+
+
+class Rows:
+    # functools.wraps(partial) leaves __wrapped__ = a partial on the method: Triton's interpreter cannot read its source
+    # (inspect unwraps to the partial; its signature is proto's), so it runs the bound method itself, not a rewrite; the grader's compile check
+    # (guard._as_compiled) steps aside for anything that is not a plain function, and its reading of the
+    # source finds no kernel under the name `run`.
+    @functools.wraps(functools.partial(proto))
+    def run(self, /, x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr, **ignored):
+        row = tl.program_id(0)
+        offs = tl.arange(0, int(BLOCK_SIZE))
+        mask = offs < n_cols
+        v = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=-float("inf"))
+        d = v.handle.data
+        d[...] = np.exp(d - d.max())
+        d /= d.sum()
+        tl.store(out_ptr + row * out_stride + offs, v, mask=mask)
+
+
+softmax_row_kernel = triton.jit(Rows().run)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+
+# a grid function returning an object whose __len__ loads, computes and stores
+GRID_OBJECT_LEN = '''import numpy as np
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    pass
+
+
+class Plan:
+    """What the grid function returns: the interpreter takes len() of it and adds (1,) * k to it inside the
+    launch, with its builder open, and outside the grid function's _StudentCode."""
+
+    def __init__(self, meta, n_rows, n_cols, block):
+        self.meta = meta
+        self.n_rows = n_rows
+        self.n_cols = n_cols
+        self.block = block
+
+    def __len__(self):
+        offs = tl.arange(0, self.block)
+        mask = offs < self.n_cols
+        for r in range(self.n_rows):
+            v = tl.load(self.meta["x_ptr"] + r * self.meta["x_stride"] + offs, mask=mask, other=-float("inf"))
+            d = v.handle.data
+            d[...] = np.exp(d - d.max())
+            d /= d.sum()
+            tl.store(self.meta["out_ptr"] + r * self.meta["out_stride"] + offs, v, mask=mask)
+        return 1
+
+    def __add__(self, other):
+        return (1, 1, 1)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    block = triton.next_power_of_2(n_cols)
+    softmax_row_kernel[lambda meta: Plan(meta, n_rows, n_cols, block)](x, y, n_cols, x.stride(0), y.stride(0),
+                                                                       BLOCK_SIZE=block)
+    return y
+'''
+
+# a helper's default expression, run again when its rewrite is made inside the launch
+HELPER_DEFAULT_RERUN = '''import numpy as np
+
+PENDING = []
+
+
+def work():
+    """A helper's default: evaluated when its `def` runs, which Triton's interpreter does again when it
+    rewrites the helper, inside the launch's first program (the grader makes the rewrites there), with the
+    interpreter's builder open and outside any _StudentCode. Returns a plain 0 for the compiler."""
+    while PENDING:
+        meta, n_rows, n_cols, block = PENDING.pop()
+        offs = tl.arange(0, block)
+        mask = offs < n_cols
+        for r in range(n_rows):
+            v = tl.load(meta["x_ptr"] + r * meta["x_stride"] + offs, mask=mask, other=-float("inf"))
+            d = v.handle.data
+            d[...] = np.exp(d - d.max())
+            d /= d.sum()
+            tl.store(meta["out_ptr"] + r * meta["out_stride"] + offs, v, mask=mask)
+    return 0
+
+
+def make_keep():
+    @triton.jit
+    def keep(x, unused=work()):
+        return x
+    return keep
+
+
+keep = make_keep()
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    x = keep(tl.zeros([BLOCK_SIZE], tl.float32))
+
+
+def plan(meta, n_rows, n_cols, block):
+    PENDING.append((meta, n_rows, n_cols, block))
+    return (1,)
+
+
+def softmax(x):
+    global keep
+    keep = make_keep()      # a new function each call: the interpreter rewrites it afresh
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    block = triton.next_power_of_2(n_cols)
+    softmax_row_kernel[lambda meta: plan(meta, n_rows, n_cols, block)](x, y, n_cols, x.stride(0), y.stride(0),
+                                                                       BLOCK_SIZE=block)
+    return y
+'''
+
+# the interpreter's C load and store called from host code
+HOST_C_LOAD = '''import numpy as np
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0)
+    tl.store(out_ptr + row * out_stride + cols, x * 0, mask=mask)
+
+
+# One launch when the cell runs: Triton's interpreter, rewriting the kernel, copies its own module's globals
+# into this module's (interpreter.py's _compile_and_exec), among them `_interpreter`, its C loads and stores.
+_warm = torch.zeros(1, 1)
+softmax_row_kernel[(1,)](_warm, _warm, 1, 1, 1, BLOCK_SIZE=1)
+
+
+def addresses(t):
+    rows = np.arange(t.shape[0], dtype=np.uint64)[:, None] * np.uint64(t.stride(0))
+    cols = np.arange(t.shape[1], dtype=np.uint64)[None, :] * np.uint64(t.stride(1))
+    return np.uint64(t.data_ptr()) + (rows + cols) * np.uint64(t.element_size())
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(1,)](x, y, 1, x.stride(0), y.stride(0), BLOCK_SIZE=1)
+    read, write = _interpreter.load, _interpreter.store
+    where = addresses(x)
+    v = read(where, np.ones(where.shape, bool), np.zeros(where.shape, np.float32), np.dtype(np.float32))
+    v = v.astype(np.float64)
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    write(addresses(y), (e / e.sum(axis=1, keepdims=True)).astype(np.float32), np.ones(where.shape, bool))
+    return y
+'''
+
+# honest: tl.static_assert with an f-string message (the message was poisoned)
+STATIC_ASSERT_FSTRING = '''
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    tl.static_assert(BLOCK_SIZE >= 1, f"BLOCK_SIZE must be at least 1, got {BLOCK_SIZE}")
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_stride + offs, (e / tl.sum(e, axis=0)).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''

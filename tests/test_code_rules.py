@@ -30,6 +30,8 @@ CHEATS = {
     "__import__('grader').check = print": "uses __import__",
     "import sys\nsys.modules['grader'].check = print": "uses sys.modules",
     "import builtins": "imports builtins",
+    # Triton's interpreter's raw loads and stores, by a private name imported (a fourth red team's)
+    "from triton.runtime.interpreter import _interpreter": "imports the private triton.runtime.interpreter._interpreter",
     "from unittest import mock": "imports unittest",
     "torch.Tensor.__eq__.__globals__": "reaches into __globals__",
     "from torch.utils._python_dispatch import TorchDispatchMode": "imports torch.utils._python_dispatch",
@@ -190,6 +192,7 @@ HONEST = [
     "import collections\nT = collections.namedtuple('T', 'a b')\nt = T(1, 2)\n"
     "print(t._asdict(), t._replace(a=3), T._fields, T._make([1, 2]))",
     "exp = getattr(tl, 'exp2', None)\nok = hasattr(torch, 'float8_e5m2')",
+    "from __future__ import annotations\nfrom triton.runtime.interpreter import InterpretedFunction",
 ]
 
 

@@ -358,3 +358,22 @@ def test_a_constexpr_function_that_does_arithmetic_passes_and_one_that_reaches_f
     if not DEVICE.is_gpu:   # (on a GPU the compiler itself refuses NumPy there)
         with pytest.raises(CheckFailed, match="constexpr_function that does more than arithmetic|not Triton"):
             grader.check("day2.softmax", _softmax_of(answers.CONSTEXPR_FUNCTION_NUMPY, tmp_path, "cheat_constexpr_numpy"))
+
+
+FOURTH_TEAM = ["DEEP_GETATTR", "ALIAS_GETATTR", "HANDED_HELPER_GETATTR", "UNION_SPECIALIZATIONS", "NAME_COLLISION",
+               "CLOSURE_GLOBAL", "BOUND_METHOD_KERNEL", "GRID_OBJECT_LEN", "HELPER_DEFAULT_RERUN", "HOST_C_LOAD"]
+
+
+@on_cpu_only
+@pytest.mark.parametrize("route", FOURTH_TEAM)
+def test_the_fourth_red_teams_routes_are_refused(route, tmp_path):
+    with pytest.raises(CheckFailed) as failed:
+        grader.check("day2.softmax", _softmax_of(getattr(answers, route), tmp_path, f"cheat_{route.lower()}"),
+                     hidden=True)
+    said = str(failed.value)
+    assert any(why in said for why in ("did not compile", "Python's `getattr`", "variables of the function",
+                                       "not a plain function", "outside a kernel's programs", "is not iterable")), said
+
+
+def test_a_static_assert_with_a_message_made_of_text_passes(tmp_path):
+    grader.check("day2.softmax", _softmax_of(answers.STATIC_ASSERT_FSTRING, tmp_path, "honest_static_assert"))

@@ -1162,6 +1162,9 @@ def _check_tree(tree, modules, verdict, settable=SETTABLE_ROOTS, classes=frozens
                                     f"notebook writes itself would run unchecked)")
             if isinstance(node, ast.ImportFrom) and node.module == "sys":
                 problems += [f"imports sys.{a.name}" for a in node.names if a.name in FORBIDDEN_SYS]
+            if isinstance(node, ast.ImportFrom):   # a private name, as a private attribute (Triton's raw loads)
+                problems += [f"imports the private {node.module}.{a.name}" for a in node.names
+                             if a.name.startswith("_") and a.name != "__future__"]
             for alias in node.names:
                 bound = (alias.asname or alias.name).split(".")[0]
                 if bound == "grader" and not (isinstance(node, ast.Import) and alias.name == "grader"):

@@ -734,6 +734,15 @@ def source_for_compiler(kernel, handed=()) -> tuple:
         if defs[fn.__name__] is None:
             refused.append(f"`{fn.__name__}`, a function whose source does not define it under that name")
             continue
+        if fn.__code__.co_freevars:   # Triton's interpreter runs it at module level: the names read as globals
+            refused.append(f"the variables of the function `{fn.__name__}` is defined in "
+                           f"({', '.join(fn.__code__.co_freevars[:3])}): define @triton.jit functions at module level")
+            continue
+        introspecting = sorted(set(_global_names(fn.__code__)) & _INTROSPECTION)
+        if introspecting:
+            refused.append(f"Python's `{introspecting[0]}` in `{fn.__name__}` (Triton's compiler evaluates it on its own "
+                           f"objects, the interpreter on a block's values)")
+            continue
         cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         for name in dict.fromkeys([*_global_names(fn.__code__), *cells]):
             if name in cells:
@@ -774,6 +783,11 @@ def source_for_compiler(kernel, handed=()) -> tuple:
 
 
 _MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+# Python's builtins that reach attributes or code by name: Triton's compiler evaluates getattr on its own
+# values (a red team's `getattr(x, "handle")`, with defaults for what the compiler's values lack, compiled),
+# while the interpreter hands them a block's NumPy array.
+_INTROSPECTION = frozenset({"getattr", "hasattr", "setattr", "delattr", "vars", "dir", "globals", "locals", "eval",
+                            "exec", "compile", "__import__", "open", "breakpoint", "type", "object", "super"})
 
 
 def _importable(module: str, value) -> bool:
@@ -977,7 +991,8 @@ for n, line in enumerate(sys.stdin):
     except Exception as e:
         failures.append(["", f"{type(e).__name__}: {e}"])
     print(MARK + json.dumps({"failures": failures, "judged": judged,
-                             "visited": {name: sorted(nodes) for name, nodes in visited.items()}}), flush=True)
+                             "visited": {name: {kinds: sorted(nodes) for kinds, nodes in calls.items()}
+                                         for name, calls in visited.items()}}), flush=True)
 '''
 _FRONTEND_MARK = "@@frontend@@"
 
@@ -1075,7 +1090,8 @@ def frontend_refusals(module: str, specs: list) -> list | None:
         proc.stdin.flush()
         reply = _frontend_reply(proc, FRONTEND_TIMEOUT_S)
         verdict = [tuple(f) for f in reply["failures"]]
-        visited = {name: frozenset(nodes) for name, nodes in reply["visited"].items()}
+        visited = {name: {kinds: frozenset(nodes) for kinds, nodes in calls.items()}
+                   for name, calls in reply["visited"].items()}
     except (OSError, ValueError, KeyError, TypeError, TimeoutError, EOFError) as e:
         proc.kill()
         _stop_frontend(proc)
@@ -1086,8 +1102,9 @@ def frontend_refusals(module: str, specs: list) -> list | None:
 
 
 def frontend_visited(module: str, specs: list) -> dict:
-    """{function name: the indices (body_nodes) of the nodes of its body that Triton's code generator
-    visited} in the front end's compile of these launches (frontend_refusals, asked first)."""
+    """{function name: {the kinds of a call it was compiled for (record_visits): the indices (body_nodes) of
+    the nodes of its body that Triton's code generator visited}} in the front end's compile of these
+    launches (frontend_refusals, asked first)."""
     return _FRONTEND_DONE.get(module + json.dumps(specs, sort_keys=True, default=str), ((), {}))[1]
 
 
@@ -1107,33 +1124,107 @@ def body_nodes(fdef) -> list:
 
 def record_visits() -> dict:
     """In the front end's process: Triton's code generator notes, for each @triton.jit function it compiles,
-    the nodes of its body it visits ({name: {index in body_nodes}}); every visit_* is watched, since some
-    call others directly."""
+    the nodes of its body it visits, for each kind of call it compiles it for ({name: {call_kinds as JSON:
+    {index in body_nodes}}}; the launched kernel's kind is "launch"). Every visit_* is watched, since some
+    call others directly. (A node compiled for a call on constexpr numbers is not compiled for a call on
+    blocks: a red team ran float() of blocks in a helper the compiler had read with numbers only.)"""
     from triton.compiler import code_generator
     generator = code_generator.CodeGenerator
     visited: dict = {}
+    calls: list = []   # the kinds of the calls being compiled, innermost last
 
     def watched(method):
         def visit(self, node, *args, **kwargs):
             nodes = vars(self).get("_grader_nodes")
-            if nodes is None and isinstance(node, ast.Module) and node.body and isinstance(node.body[0], ast.FunctionDef):
+            if nodes is None and isinstance(node, ast.Module) and node.body and isinstance(node.body[0], ast.FunctionDef) \
+                    and (getattr(getattr(getattr(self, "jit_fn", None), "fn", None), "__module__", None) or "").startswith(
+                        "student_kernels"):   # (not Triton's own @triton.jit functions, which share names)
                 fdef = node.body[0]
-                nodes = self._grader_nodes = (fdef.name, {id(n): i for i, n in enumerate(body_nodes(fdef))})
-            if nodes is not None and id(node) in nodes[1]:
-                visited.setdefault(nodes[0], set()).add(nodes[1][id(node)])
+                kinds = json.dumps(calls[-1]) if calls else "launch"
+                nodes = self._grader_nodes = (fdef.name, kinds, {id(n): i for i, n in enumerate(body_nodes(fdef))})
+            if nodes is not None and id(node) in nodes[2]:
+                visited.setdefault(nodes[0], {}).setdefault(nodes[1], set()).add(nodes[2][id(node)])
             return method(self, node, *args, **kwargs)
         return visit
+
+    def watched_call(method):
+        def call(self, fn, args, kwargs, *rest, **options):
+            calls.append(call_kinds(getattr(fn, "fn", fn), args, kwargs))
+            try:
+                return method(self, fn, args, kwargs, *rest, **options)
+            finally:
+                calls.pop()
+        return call
 
     for name, method in list(vars(generator).items()):
         if (name == "visit" or name.startswith("visit_")) and callable(method):
             setattr(generator, name, watched(method))
+    if callable(vars(generator).get("call_JitFunction")):
+        generator.call_JitFunction = watched_call(generator.call_JitFunction)
     return visited
+
+
+_SIGNATURES: dict = {}
+
+
+def call_kinds(fn, args, kwargs) -> list | None:
+    """[[parameter, what it is handed]] of a call of a @triton.jit function, as the compiler specializes it
+    and the interpreter can tell: "block" for a Triton tensor, else the value's repr (a number, a dtype,
+    None: a constexpr for the compiler), or "any"; None where the arguments do not bind."""
+    import triton.language as tl
+    signature = _SIGNATURES.get(fn)
+    if signature is None:
+        signature = _SIGNATURES[fn] = inspect.signature(fn)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    kinds = []
+    for name, value in bound.arguments.items():
+        if isinstance(value, tl.constexpr):
+            value = value.value
+        if isinstance(value, tl.tensor):
+            kinds.append([name, "block"])
+        elif _constant(value) is not None:
+            kinds.append([name, _constant(value)])
+        else:
+            kinds.append([name, "any"])
+    return kinds
+
+
+def compiled_for(kinds, compiled: dict, constexprs: set) -> frozenset:
+    """The nodes compiled for calls like this one (`kinds`, call_kinds in the interpreter) among `compiled`
+    ({call_kinds as JSON: nodes}, record_visits'): for every call whose arguments could be these. A block
+    is a block for both; a number may have been a block for the compiler (a loop's index is a Python int
+    in the interpreter, a tensor in the compiler), except for a tl.constexpr parameter."""
+    nodes = set()
+    for key, visited in compiled.items():
+        theirs = json.loads(key) if key != "launch" else None
+        if theirs is None or kinds is None or len(theirs) != len(kinds):
+            continue
+        if all(a == b or "any" in (a[1], b[1]) or (b[1] == "block" and a[1] != "block" and a[0] not in constexprs)
+               for a, b in zip(kinds, theirs)):
+            nodes |= visited
+    return frozenset(nodes)
 
 
 def _does_nothing(node) -> bool:
     """A statement that runs no code: a docstring or other constant on its own, `pass`, `global`."""
     return isinstance(node, (ast.Pass, ast.Global, ast.Nonlocal)) or \
         (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+
+
+def _is_assertion(node) -> bool:
+    """`tl.static_assert(condition, message)` and its kind (a module's attribute: kernels read no other)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr in ("static_assert", "device_assert")
+
+
+def _only_text(node) -> bool:
+    """An expression that only makes text: constants, f-strings of names and their attributes, `+` and `%`."""
+    return all(isinstance(n, (ast.Constant, ast.JoinedStr, ast.FormattedValue, ast.Name, ast.Attribute, ast.BinOp,
+                              ast.Add, ast.Mod, ast.Load, ast.expr_context)) for n in ast.walk(node))
 
 
 def uncompiled(fdef, visited: frozenset) -> list:
@@ -1157,6 +1248,12 @@ def uncompiled(fdef, visited: frozenset) -> list:
     outermost = []
 
     def find(node):
+        if id(node) in compiled and _is_assertion(node):   # its message is read only if the assertion fails
+            for part in [*node.args, *(k.value for k in node.keywords)]:
+                if part is not (node.args[0] if node.args else None) and _only_text(part):
+                    continue
+                find(part)
+            return
         runs = (isinstance(node, ast.stmt) and not _does_nothing(node)) or \
             (isinstance(node, ast.expr) and not isinstance(node, ast.Constant)
              and isinstance(getattr(node, "ctx", ast.Load()), ast.Load))
@@ -1221,6 +1318,26 @@ def poisoned(fn, compiler_def: str, source: str, poison: list, runs, transformer
     rebuilt = namespace[fn.__name__]
     rebuilt.__defaults__, rebuilt.__kwdefaults__ = runs.__defaults__, runs.__kwdefaults__
     return rebuilt
+
+
+def dispatching(fn, compiler_def: str, source: str, calls: dict, base, transformer=None):
+    """A stand-in for a helper `fn` that the interpreter calls in place of `base` (its rewrite, or its own
+    function): at each call, `base` with what the compiler did not compile for calls like it (compiled_for)
+    made to raise (poisoned; each variant made once). Its globals are the helper's, as the interpreter
+    expects of the functions it calls (it looks there for `tl`)."""
+    fdef = ast.parse(compiler_def).body[0]
+    constexprs = {a.arg for a in (*fdef.args.posonlyargs, *fdef.args.args, *fdef.args.kwonlyargs) if a.annotation}
+    made, kinds_of, nodes_for, poison_of, rebuild = {}, call_kinds, compiled_for, uncompiled, poisoned
+
+    def call(*args, **kwargs):
+        nodes = nodes_for(kinds_of(fn, args, kwargs), calls, constexprs)
+        variant = made.get(nodes)
+        if variant is None:
+            poison = poison_of(fdef, nodes)
+            variant = made[nodes] = rebuild(fn, compiler_def, source, poison, base, transformer) if poison else base
+        return variant(*args, **kwargs)
+
+    return types.FunctionType(call.__code__, fn.__globals__, fn.__name__, None, call.__closure__)
 
 
 def not_compiled_line(error: BaseException) -> str | None:

@@ -898,14 +898,17 @@ class _StudentCode:
     the rest of the student's function. It hashes and compares as the function it wraps, since a
     triton.Config hashes its pre_hook."""
 
-    def __init__(self, fn, watcher, noted=None):
+    def __init__(self, fn, watcher, noted=None, grid=False):
         self.fn, self.watcher, self.noted = fn, watcher, noted   # noted(result): a grid's sizes counted
+        self.grid = grid
 
     def __call__(self, *args, **kwargs):
         depth, self.watcher.in_triton = self.watcher.in_triton, 0
         try:
             with _interpreter_opened(False):
                 result = self.fn(*args, **kwargs)
+                if self.grid:   # sizes, made plain here: Triton takes a grid's len() and adds to it inside the launch
+                    result = tuple(int(n) for n in result)
         finally:
             self.watcher.in_triton = depth
         if self.noted is not None:
@@ -1076,7 +1079,7 @@ def _hooks_watched(launcher, watcher):
         setattr(owner, name, value)
 
     if callable(getattr(launcher, "grid", None)) and not isinstance(launcher.grid, _StudentCode):
-        swap(launcher, "grid", _StudentCode(launcher.grid, watcher))   # an interpreter's GridExecutor
+        swap(launcher, "grid", _StudentCode(launcher.grid, watcher, grid=True))   # an interpreter's GridExecutor
     hooks = getattr(launcher, "pre_run_hooks", None)
     if isinstance(hooks, list) and hooks:
         swap(launcher, "pre_run_hooks", [_StudentCode(h, watcher) for h in hooks])
@@ -1379,9 +1382,11 @@ def _as_compiled(executor, args, kwargs, record):
     # The function the programs run, and the student's function it is the interpreter's rewrite of (not the
     # kernel its name is bound to now: that may be another)
     executed = getattr(executor, "fn", None)
-    if not isinstance(executed, types.FunctionType):
-        yield
-        return
+    if not isinstance(executed, types.FunctionType):   # (a bound method, a wrapped partial: no source to compile)
+        said = f"kernel `{getattr(executed, '__name__', '?')}` is not a plain function defined with `def`"
+        if said not in record.not_triton:
+            record.not_triton.append(said)
+        raise Refused(said)
     kept = getattr(interpreter.InterpretedFunction, "rewritten_fn", {})
     kernel = gpu_compile._original_of(executed, kept)
     name = kernel.__name__
@@ -1418,19 +1423,17 @@ def _as_compiled(executor, args, kwargs, record):
         where[key] = value
         reads.append((where, key, value))   # (and so it must stay until the launch ends)
 
-    def poison_for_the_launch(fn, compiler_def, source, poison, transformer, jit_objects, reads):
-        """What the interpreter runs of `fn` made to raise where the compiler did not compile (poisoned): the
-        kernel's function that the executor calls, a helper's rewrite that the interpreter keeps (Triton 3.4
-        on), and the function of its @triton.jit object, which the interpreter calls itself for a tl.reduce or
-        tl.associative_scan combine function (and, before 3.4, for every helper)."""
-        runs = executor.fn if fn is kernel else kept.get(fn, fn)
-        as_run = gpu_compile.poisoned(fn, compiler_def, source, poison, runs, transformer)
-        if fn is kernel:
-            swap(vars(executor), "fn", as_run, reads)
-        elif rewriter is not None:
+    def stand_in_for_the_launch(fn, compiler_def, source, calls, transformer, jit_objects, reads):
+        """A helper the compiler did not compile whole, for some call: for the launch the interpreter calls a
+        stand-in that runs it with what the compiler did not compile for a call like each one made to raise
+        (gpu_compile.dispatching), in place of its kept rewrite (Triton 3.4 on) and of its @triton.jit
+        object's function, which the interpreter calls itself for a tl.reduce or tl.associative_scan combine
+        function (and, before 3.4, for every helper)."""
+        as_run = gpu_compile.dispatching(fn, compiler_def, source, calls, kept.get(fn, fn), transformer)
+        if rewriter is not None:
             reads[:] = [r for r in reads if not (r[0] is kept and r[1] is fn)]
             swap(kept, fn, as_run, reads)
-        as_written = gpu_compile.poisoned(fn, compiler_def, source, poison, fn) \
+        as_written = gpu_compile.dispatching(fn, compiler_def, source, calls, fn) \
             if transformer is not None and jit_objects else as_run
         for jit_object in jit_objects:
             swap(vars(jit_object), "fn", as_written, reads)
@@ -1446,7 +1449,8 @@ def _as_compiled(executor, args, kwargs, record):
             if rewriter is not None and not refused:
                 for fn in reached:
                     if fn not in kept:
-                        kept[fn] = rewriter(fn).rewrite_ast()
+                        with _interpreter_opened(False):   # (its defaults' expressions run: the student's code)
+                            kept[fn] = rewriter(fn).rewrite_ast()
                     if fn is not kernel:   # a helper runs with the defaults the compiler is told of: its def's
                         kept[fn].__defaults__, kept[fn].__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
                 reads = reads + [(kept, fn, kept.get(fn, gpu_compile._MISSING)) for fn in reached]
@@ -1466,10 +1470,16 @@ def _as_compiled(executor, args, kwargs, record):
             transformer = getattr(rewriter, "ast_transformer", None)
             for fn, source in reached.items():
                 compiler_def = gpu_compile.compiler_def(fn, source)
-                poison = gpu_compile.uncompiled(ast.parse(compiler_def).body[0], visited.get(fn.__name__, frozenset()))
-                if poison:
+                fdef = ast.parse(compiler_def).body[0]
+                calls = visited.get(fn.__name__, {})
+                if fn is kernel:
+                    poison = gpu_compile.uncompiled(fdef, calls.get("launch", frozenset()))
+                    if poison:
+                        swap(vars(executor), "fn", gpu_compile.poisoned(fn, compiler_def, source, poison, executor.fn,
+                                                                        transformer), reads)
+                elif not calls or any(gpu_compile.uncompiled(fdef, nodes) for nodes in calls.values()):
                     objects = list({id(v): v for v in jit_objects if gpu_compile._jit_fn(v) is fn}.values())
-                    poison_for_the_launch(fn, compiler_def, source, poison, transformer, objects, reads)
+                    stand_in_for_the_launch(fn, compiler_def, source, calls, transformer, objects, reads)
         else:
             changed = gpu_compile.reads_changed(checked[0])
             if changed:
@@ -1561,9 +1571,9 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
             if not callable(grid):
                 note_grid(grid)
             elif "grid" in kwargs:   # a grid function's sizes, once it runs
-                kwargs["grid"] = _StudentCode(grid, watcher, noted=note_grid)
+                kwargs["grid"] = _StudentCode(grid, watcher, noted=note_grid, grid=True)
             elif not isinstance(grid, _StudentCode):   # the interpreter's executor holds it
-                self.grid = _StudentCode(grid, watcher, noted=note_grid)
+                self.grid = _StudentCode(grid, watcher, noted=note_grid, grid=True)
         # With linear_above, what the launch wrote and copied (CallRecord.after_launch): compared once
         # around the outermost entry (an autotuner's benchmarking, its launch in the end), as it was
         # before and after; not while memory is measured, where copies of the tensors would count (that
@@ -1593,7 +1603,7 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
                     "stream", state.caller_stream.cuda_stream) != state.caller_stream.cuda_stream):
                 record.side_streams += 1   # (a stream handed to a compiled kernel's launch by hand, too)
         if callable(kwargs.get("grid")) and not isinstance(kwargs["grid"], _StudentCode):
-            kwargs["grid"] = _StudentCode(kwargs["grid"], watcher)
+            kwargs["grid"] = _StudentCode(kwargs["grid"], watcher, grid=True)
         depth = watcher.in_triton
         watcher.in_triton = depth + 1 if tritons else 0
         try:
@@ -2080,6 +2090,11 @@ def _install() -> None:
     for name, method in (vars(builder).items() if builder is not None else ()):
         if name.startswith("create_") and callable(method):
             setattr(builder, name, _builder_wrapper(name, method))
+    raw = getattr(sys.modules.get("triton.runtime.interpreter"), "_interpreter", None)   # the C loads and stores
+    for name in ("load", "store", "atomic_rmw", "atomic_cas"):
+        if callable(getattr(raw, name, None)):
+            setattr(raw, name, functools.partial(_builder_wrapper(name, lambda _, *a, f=getattr(raw, name), **k: f(*a, **k)),
+                                                 None))
     bounds.install()   # in the CPU interpreter: loads and stores outside the kernel's tensors
 
 
