@@ -1989,6 +1989,24 @@ def watch_threads() -> None:
     _threads_watched = True
 
 
+_JUPYTER = frozenset({"ipykernel", "IPython", "jupyter_client", "jupyter_core", "zmq", "tornado", "comm", "ipywidgets",
+                      "traitlets", "debugpy"})
+
+
+def _jupyters(thread) -> bool:
+    """A Thread whose work (its target, or its class's run) is a function of one of Jupyter's packages, found
+    there under its name (a notebook's function or class that only says it comes from there is not)."""
+    work = getattr(thread, "_target", None)
+    if work is None:
+        work = type(thread).run
+    function = getattr(work, "__func__", work)
+    module = getattr(function, "__module__", None) or ""
+    found = sys.modules.get(module)
+    for part in (getattr(function, "__qualname__", "") or "").split("."):
+        found = getattr(found, part, None) if part != "<locals>" else None
+    return module.split(".")[0] in _JUPYTER and found is function
+
+
 def _note_other_threads(record) -> None:
     """A thread the notebook started before the call (a thread started during it is refused where it
     starts) that is running Python, idle or not: PyTorch's dispatch modes are per thread, so whatever it
@@ -1998,6 +2016,9 @@ def _note_other_threads(record) -> None:
     import threading
     own = {threading.get_ident(), *_threads_before[1],
            *(t.ident for t in (getattr(_compile_pool, "_threads", None) or ()))}
+    # ... and Jupyter's, started later (ipykernel starts one when a cell prints much): a Thread whose work is
+    # a function of Jupyter's packages. (Jupyter's threads run what they are handed, which stays open.)
+    own |= {t.ident for t in threading.enumerate() if _jupyters(t)}
     others = [ident for ident in sys._current_frames() if ident not in own]
     if others:
         names = {t.ident: t.name for t in threading.enumerate()}
