@@ -663,6 +663,13 @@ def _literal(value) -> str:
     return repr(value)
 
 
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _MISSING
+
+
 def _is_jit(value) -> bool:
     """A @triton.jit function, interpreted or not, whose function is a Python function."""
     return type(value).__name__ in ("InterpretedFunction", "JITFunction") and _tritons_class(type(value)) \
@@ -734,9 +741,13 @@ def source_for_compiler(kernel, handed=()) -> tuple:
         if defs[fn.__name__] is None:
             refused.append(f"`{fn.__name__}`, a function whose source does not define it under that name")
             continue
-        if fn.__code__.co_freevars:   # Triton's interpreter runs it at module level: the names read as globals
+        # Triton's interpreter runs it at module level, where the names it reads from its enclosing function
+        # are read as globals: each must be the very object the module's global of that name is
+        differing = [name for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
+                     if _cell_value(cell) is not fn.__globals__.get(name, _MISSING)]
+        if differing:
             refused.append(f"the variables of the function `{fn.__name__}` is defined in "
-                           f"({', '.join(fn.__code__.co_freevars[:3])}): define @triton.jit functions at module level")
+                           f"({', '.join(differing[:3])}): define @triton.jit functions at module level")
             continue
         introspecting = sorted(set(_global_names(fn.__code__)) & _INTROSPECTION)
         if introspecting:
