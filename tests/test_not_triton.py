@@ -374,7 +374,8 @@ def test_the_fourth_red_teams_routes_are_refused(route, tmp_path):
                      hidden=True)
     said = str(failed.value)
     assert any(why in said for why in ("did not compile", "Python's `getattr`", "variables of the function",
-                                       "not a plain function", "outside a kernel's programs", "is not iterable")), said
+                                       "not a plain function", "outside a kernel's programs", "is not iterable",
+                                       "compiler rejects it")), said   # (Triton 3.3's compiler refuses some outright)
 
 
 def test_a_static_assert_with_a_message_made_of_text_passes(tmp_path):
