@@ -278,8 +278,13 @@ def check(launches: list) -> tuple:
 _DONE: dict = {}   # what was compiled already in this process, and what the compiler said
 
 
+def _request_key(module: str, specs: list) -> str:
+    """What a compile is asked (the module's text and the launches), as the key its verdict is kept under."""
+    return module + json.dumps(specs, sort_keys=True, default=str)
+
+
 def _compile_in_child(module: str, specs: list) -> tuple:
-    key = module + json.dumps(specs, sort_keys=True, default=str)
+    key = _request_key(module, specs)
     if key in _DONE:
         return _DONE[key]
     with tempfile.TemporaryDirectory(prefix="grader-gpu-compile-") as folder:
@@ -1086,7 +1091,7 @@ def frontend_refusals(module: str, specs: list) -> list | None:
     """[(kernel, the compiler's message)] of the launches (`launch`'s descriptions) that Triton's front end
     refuses for the grading GPU, in its own process; None where no front end runs here (no verdict). A front
     end that does not answer in FRONTEND_TIMEOUT_S, or dies, refuses: an honest kernel takes milliseconds."""
-    key = module + json.dumps(specs, sort_keys=True, default=str)
+    key = _request_key(module, specs)
     if key in _FRONTEND_DONE:
         return _FRONTEND_DONE[key][0]
     try:
@@ -1116,7 +1121,7 @@ def frontend_visited(module: str, specs: list) -> dict:
     """{function name: {the kinds of a call it was compiled for (record_visits): the indices (body_nodes) of
     the nodes of its body that Triton's code generator visited}} in the front end's compile of these
     launches (frontend_refusals, asked first)."""
-    return _FRONTEND_DONE.get(module + json.dumps(specs, sort_keys=True, default=str), ((), {}))[1]
+    return _FRONTEND_DONE.get(_request_key(module, specs), ((), {}))[1]
 
 
 # ---------------------------------------------------------------------------------------------------
