@@ -1633,3 +1633,283 @@ def softmax(x):
                                       BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
     return y
 '''
+
+
+# -- the fifth red team's (through the pipeline; each scored 3/3 before its fix) -----------------------
+# A @triton.jit helper that takes one tuple, called twice: once with a constexpr string (the compiler runs the
+# Python branch on it: NumPy's functions, reached through a Triton module, on constexprs), once with the
+# loaded block (the compiler takes the other branch, zeros). Before the fix a tuple's kind was "any" and
+# matched every call the compiler compiled, so the interpreter ran the first call's branch on the block, its
+# values read as text (the interpreter's tl.tensor.__str__).
+TWO_FACED_HELPER = '''
+import math
+import numpy
+import triton.runtime.interpreter as TI
+
+numpy.set_printoptions(threshold=10**9, floatmode="unique", linewidth=10**9)
+SAMPLE = tl.constexpr("[1.0 2.0 3.0]")
+
+
+@triton.jit
+def _finish(t):
+    # t: (values, the loaded block, which call, where to store, mask)
+    if t[2] == 0 or isinstance(tl.range(1), range):
+        N: tl.constexpr = TI.np
+        a: tl.constexpr = N.array(f"{t[0]}".replace("constexpr", " ").replace("[", " ").replace("]", " ").split()).astype(float)
+        e: tl.constexpr = math.e ** (a - a.max())
+        p: tl.constexpr = (e / e.sum()).astype(N.float32)
+        h: tl.constexpr = (tl.constexpr("{}{}".format), tl.constexpr(TI.TensorHandle))[t[2]](p, (tl.constexpr(float), tl.float32)[t[2]])
+        tl.store(t[3], (t[1], (tl.constexpr("{}{}".format), tl.constexpr(tl.tensor))[t[2]](h, t[1].type))[t[2]], mask=t[4])
+    else:   # what a GPU runs: zeros, not a softmax
+        tl.store(t[3], t[1] * 0.0, mask=t[4])
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    _finish((SAMPLE, x, 0, out_ptr + row * out_stride + cols, mask))
+    _finish((x, x, 1, out_ptr + row * out_stride + cols, mask))
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    n_rows, n_cols = x.shape
+    out = torch.empty_like(x)
+    softmax_row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0),
+                                  BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return out
+'''
+
+# The same branch told apart by the text of a constexpr ("0" where Triton compiles, "constexpr[0]" here).
+TWO_FACES_BY_TEXT = '''
+import math
+import numpy
+import triton.runtime.interpreter as TI
+
+numpy.set_printoptions(threshold=10**9, floatmode="unique", linewidth=10**9)
+SAMPLE = tl.constexpr("[1.0 2.0 3.0]")
+
+
+@triton.jit
+def _finish(t):
+    # t: (values, the loaded block, which call, where to store, mask)
+    if t[2] == 0 or f"{tl.constexpr(0)}"[0] == "c":   # "0" where Triton compiles, "constexpr[0]" here
+        N: tl.constexpr = TI.np
+        a: tl.constexpr = N.array(f"{t[0]}".replace("constexpr", " ").replace("[", " ").replace("]", " ").split()).astype(float)
+        e: tl.constexpr = math.e ** (a - a.max())
+        p: tl.constexpr = (e / e.sum()).astype(N.float32)
+        h: tl.constexpr = (tl.constexpr("{}{}".format), tl.constexpr(TI.TensorHandle))[t[2]](p, (tl.constexpr(float), tl.float32)[t[2]])
+        tl.store(t[3], (t[1], (tl.constexpr("{}{}".format), tl.constexpr(tl.tensor))[t[2]](h, t[1].type))[t[2]], mask=t[4])
+    else:   # what a GPU runs: zeros, not a softmax
+        tl.store(t[3], t[1] * 0.0, mask=t[4])
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    _finish((SAMPLE, x, 0, out_ptr + row * out_stride + cols, mask))
+    _finish((x, x, 1, out_ptr + row * out_stride + cols, mask))
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    n_rows, n_cols = x.shape
+    out = torch.empty_like(x)
+    softmax_row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0),
+                                  BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return out
+'''
+
+
+def _text_of_a_block(expression: str) -> str:
+    """A softmax kernel that makes text of the loaded block by `expression` (of `x`), at compile time a
+    placeholder's text, in the interpreter the values'."""
+    return f'''
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    text: tl.constexpr = {expression}
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_stride + cols, e / tl.sum(e, axis=0) + 0 * len(text), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+
+
+# Ways from a block's values to Python text, each refused where Triton's compiler meets it (gpu_compile's
+# police_compile_time): formatting by `%`, a string's method handed the block, a dunder of Triton's class,
+# the block's handle.
+TEXT_OF_A_BLOCK = {"percent_of_a_tuple": _text_of_a_block('"%s" % (x,)'),
+                   "format_method": _text_of_a_block('"{}".format(x)'),
+                   "dunder_str": _text_of_a_block("tl.tensor.__str__(x)"),
+                   "handle": _text_of_a_block("x.handle")}
+
+# The fifth red team's union without any module but Triton's: the first call formats a constexpr string, the
+# second (a block) must not run that branch, which the compiler compiled for the first call only.
+UNION_OF_TWO_CALLS = '''
+SAMPLE = tl.constexpr("1.0 2.0")
+
+
+@triton.jit
+def _finish(t):
+    if t[2] == 0 or isinstance(tl.range(1), range):
+        text: tl.constexpr = "%s" % (t[0],)
+        tl.store(t[3], t[1] * 0.0 + len(text), mask=t[4])
+    else:
+        tl.store(t[3], tl.exp(t[1] - tl.max(t[1], axis=0)) / tl.sum(tl.exp(t[1] - tl.max(t[1], axis=0)), axis=0), mask=t[4])
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    _finish((SAMPLE, x, 0, out_ptr + row * out_stride + cols, mask))
+    _finish((x, x, 1, out_ptr + row * out_stride + cols, mask))
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+
+# honest: several rows per program, exp2 with a constexpr global, keep_dims, an online kernel for wide rows (the fifth red team's)
+HONEST_ROWS_EXP2_KEEPDIMS = '''
+RCP_LN2 = tl.constexpr(1.4426950408889634)
+MAX_BLOCK = 4096
+
+
+@triton.jit
+def _rows_kernel(x_ptr, y_ptr, n_rows, n_cols, sx, sy, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    r = pid * ROWS + tl.arange(0, ROWS)[:, None]
+    c = tl.arange(0, BLOCK)[None, :]
+    m = (r < n_rows) & (c < n_cols)
+    z = tl.load(x_ptr + r * sx + c, mask=m, other=-float("inf")).to(tl.float32) * RCP_LN2
+    top = tl.max(z, axis=1, keep_dims=True)
+    top = tl.where(top == -float("inf"), 0.0, top)
+    p = tl.exp2(z - top)
+    s = tl.sum(p, axis=1, keep_dims=True)
+    tl.store(y_ptr + r * sy + c, (p / s).to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _wide_kernel(x_ptr, y_ptr, n_cols, sx, sy, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    xr = x_ptr + row * sx
+    yr = y_ptr + row * sy
+    offs = tl.arange(0, BLOCK)
+    m_i = tl.full([BLOCK], -float("inf"), tl.float32)
+    l_i = tl.zeros([BLOCK], tl.float32)
+    for start in tl.range(0, n_cols, BLOCK, num_stages=STAGES):
+        z = tl.load(xr + start + offs, mask=start + offs < n_cols, other=-float("inf")).to(tl.float32) * RCP_LN2
+        m_new = tl.maximum(m_i, z)
+        alpha = tl.where(m_new == -float("inf"), 0.0, tl.exp2(m_i - m_new))
+        l_i = l_i * alpha + tl.where(m_new == -float("inf"), 0.0, tl.exp2(z - m_new))
+        m_i = m_new
+    m_row = tl.max(m_i, axis=0)
+    l_row = tl.sum(l_i * tl.exp2(m_i - m_row), axis=0)
+    for start in tl.range(0, n_cols, BLOCK, num_stages=STAGES):
+        inside = start + offs < n_cols
+        z = tl.load(xr + start + offs, mask=inside, other=-float("inf")).to(tl.float32) * RCP_LN2
+        tl.store(yr + start + offs, (tl.exp2(z - m_row) / l_row).to(y_ptr.dtype.element_ty), mask=inside)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(n_cols)
+    if block <= MAX_BLOCK:
+        rows = max(1, min(16, 4096 // block))
+        _rows_kernel[(triton.cdiv(n_rows, rows),)](x, y, n_rows, n_cols, x.stride(0), y.stride(0),
+                                                   ROWS=rows, BLOCK=block, num_warps=8 if block >= 2048 else 4)
+    else:
+        _wide_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK=2048, STAGES=3, num_warps=8)
+    return y
+'''
+
+# honest: online softmax as tl.reduce with a (max, sum) combine function, a helper with a constexpr default (the fifth red team's)
+HONEST_REDUCE_COMBINE = '''
+@triton.jit
+def _merge(m_a, d_a, m_b, d_b):
+    m = tl.maximum(m_a, m_b)
+    safe = tl.where(m == -float("inf"), 0.0, m)
+    return m, d_a * tl.exp(m_a - safe) + d_b * tl.exp(m_b - safe)
+
+
+@triton.jit
+def _chunk(ptr, start, n_cols, BLOCK: tl.constexpr, fill: tl.constexpr = -float("inf")):
+    offs = start + tl.arange(0, BLOCK)
+    return tl.load(ptr + offs, mask=offs < n_cols, other=fill).to(tl.float32), offs
+
+
+@triton.jit
+def softmax_online(x_ptr, y_ptr, n_cols, sx, sy, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    m_run = -float("inf")
+    d_run = 0.0
+    for start in range(0, n_cols, BLOCK):
+        v, _ = _chunk(x_ptr + row * sx, start, n_cols, BLOCK)
+        ones = tl.where(v == -float("inf"), 0.0, 1.0)
+        m_blk, d_blk = tl.reduce((v, ones), 0, _merge)
+        m_run, d_run = _merge(m_run, d_run, m_blk, d_blk)
+    for start in range(0, n_cols, BLOCK):
+        v, offs = _chunk(x_ptr + row * sx, start, n_cols, BLOCK)
+        tl.store(y_ptr + row * sy + offs, (tl.exp(v - m_run) / d_run).to(y_ptr.dtype.element_ty), mask=offs < n_cols)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    block = min(1024, triton.next_power_of_2(x.shape[1]))
+    softmax_online[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK=block)
+    return y
+'''
+
+# honest: torch.library.triton_op and wrap_triton (the fifth red team's)
+HONEST_TRITON_OP = '''
+from torch.library import triton_op, wrap_triton
+
+
+@triton.jit
+def _sm_kernel(x_ptr, y_ptr, n_cols, sx, sy, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m_acc = tl.full([BLOCK], -float("inf"), tl.float32)
+    for s in range(0, n_cols, BLOCK):
+        m_acc = tl.maximum(m_acc, tl.load(x_ptr + row * sx + s + cols, mask=s + cols < n_cols, other=-float("inf")))
+    top = tl.max(m_acc, axis=0)
+    d_acc = tl.zeros([BLOCK], tl.float32)
+    for s in range(0, n_cols, BLOCK):
+        d_acc += tl.exp(tl.load(x_ptr + row * sx + s + cols, mask=s + cols < n_cols, other=-float("inf")) - top)
+    denom = tl.sum(d_acc, axis=0)
+    for s in range(0, n_cols, BLOCK):
+        ok = s + cols < n_cols
+        v = tl.load(x_ptr + row * sx + s + cols, mask=ok, other=-float("inf"))
+        tl.store(y_ptr + row * sy + s + cols, tl.exp(v - top) / denom, mask=ok)
+
+
+@triton_op("honest_five::softmax", mutates_args={})
+def softmax_op(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    block = min(2048, triton.next_power_of_2(x.shape[1]))
+    wrap_triton(_sm_kernel)[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK=block)
+    return y
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    return softmax_op(x)
+'''

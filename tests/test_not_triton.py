@@ -380,3 +380,61 @@ def test_the_fourth_red_teams_routes_are_refused(route, tmp_path):
 
 def test_a_static_assert_with_a_message_made_of_text_passes(tmp_path):
     grader.check("day2.softmax", _softmax_of(answers.STATIC_ASSERT_FSTRING, tmp_path, "honest_static_assert"))
+
+
+FIFTH_TEAM_HONEST = ["HONEST_ROWS_EXP2_KEEPDIMS", "HONEST_REDUCE_COMBINE", "HONEST_TRITON_OP"]
+
+
+@pytest.mark.parametrize("name", FIFTH_TEAM_HONEST)
+def test_the_fifth_red_teams_honest_kernels_pass(name, tmp_path):
+    grader.check("day2.softmax", _softmax_of(getattr(answers, name), tmp_path, f"honest_{name.lower()}"), hidden=True)
+
+
+@on_cpu_only
+@pytest.mark.parametrize("route", ["TWO_FACED_HELPER", "TWO_FACES_BY_TEXT"])
+def test_python_the_compiler_runs_on_constants_may_not_reach_past_triton(route, tmp_path):
+    # The helper's Python branch, compiled for a constexpr string, reached NumPy through
+    # triton.runtime.interpreter: the compiler's process refuses the module where the kernel names it.
+    with pytest.raises(CheckFailed, match="compiler rejects it") as failed:
+        grader.check("day2.softmax", _softmax_of(getattr(answers, route), tmp_path, f"cheat_{route.lower()}"),
+                     hidden=True)
+    assert "the module triton.runtime.interpreter" in str(failed.value), str(failed.value)
+
+
+@on_cpu_only
+def test_a_call_runs_only_what_was_compiled_for_a_call_like_it(tmp_path):
+    # No module but Triton's: the branch compiled for the call with a string may not run for the call with a
+    # block (a tuple's kind is its elements' kinds; "any" no longer matches every call).
+    with pytest.raises(CheckFailed, match="ran Python that Triton's compiler did not compile"):
+        grader.check("day2.softmax", _softmax_of(answers.UNION_OF_TWO_CALLS, tmp_path, "cheat_union_of_two_calls"),
+                     hidden=True)
+
+
+@on_cpu_only
+@pytest.mark.parametrize("route", list(answers.TEXT_OF_A_BLOCK))
+def test_a_blocks_values_never_become_python_text(route, tmp_path):
+    # (the source's reading already refuses a dunder method called on a block)
+    with pytest.raises(CheckFailed, match="compiler rejects it|not Triton") as failed:
+        grader.check("day2.softmax", _softmax_of(answers.TEXT_OF_A_BLOCK[route], tmp_path, f"cheat_text_{route}"))
+    said = str(failed.value)
+    assert any(why in said for why in ("formats a block as text", "is handed a block", "reads an internal name",
+                                       "libtriton", "calls `.__str__`", "calls `.handle`")), said
+
+
+def test_call_kinds_describe_a_tuple_element_by_element():
+    from grader.student import gpu_compile
+    import triton.language as tl
+
+    def helper(t, n):
+        return t, n
+
+    kinds = gpu_compile.call_kinds(helper, (("text", 0, tl.float16), 3), {})
+    assert kinds == [["t", ["'text'", "0", "triton.language.dtype('fp16')"]], ["n", "3"]]
+    compiled = {"launch": frozenset({9}), '[["t", ["block", "0"]], ["n", "block"]]': frozenset({1}),
+                '[["t", ["\'text\'", "0"]], ["n", "3"]]': frozenset({2}), '[["t", "any"], ["n", "3"]]': frozenset({3})}
+    # a number where the compiler had a block (a loop's index) matches, unless the parameter is a constexpr
+    assert gpu_compile.compiled_for([["t", ["block", "0"]], ["n", "3"]], compiled, set()) == {1}
+    assert gpu_compile.compiled_for([["t", ["block", "0"]], ["n", "3"]], compiled, {"n"}) == frozenset()
+    assert gpu_compile.compiled_for([["t", ["'text'", "0"]], ["n", "3"]], compiled, set()) == {2}
+    assert gpu_compile.compiled_for([["t", "any"], ["n", "3"]], compiled, set()) == {3}   # "any" is only "any"
+    assert gpu_compile.compiled_for([["t", ["block", "'x'"]], ["n", "3"]], compiled, set()) == frozenset()

@@ -61,6 +61,11 @@ CLASS = {
     "cheat_thread_set_up_again": (answers.QUEUE_LISTENER_THREAD_SETUP_AGAIN, 0,
                                   "torch.softmax in a QueueListener's thread, grader.setup() after it started"),
     "honest_jit_argument": (answers.JIT_FUNCTION_ARGUMENT, 3, "a @triton.jit function as a constexpr argument"),
+    # the fifth red team's
+    "cheat_two_faced_helper": (answers.TWO_FACED_HELPER, 0,
+                               "NumPy on a block's text, in a helper's branch compiled for a string only"),
+    "cheat_two_faces_by_text": (answers.TWO_FACES_BY_TEXT, 0, "the same, its branch chosen by a constexpr's text"),
+    "honest_reduce_combine": (answers.HONEST_REDUCE_COMBINE, 3, "tl.reduce with a (max, sum) combine function"),
 }
 # What the submission rules refuse (the cell is not run; its feedback names the rule)
 REFUSED = {"cheat_patches_the_grader": "assigns grader.check",

@@ -977,8 +977,9 @@ try:
 except Exception as e:
     print(MARK + json.dumps({"unavailable": repr(e)}), flush=True)
     sys.exit(0)
-from grader.student.gpu_compile import record_visits
+from grader.student.gpu_compile import police_compile_time, record_visits
 visited = record_visits()
+police_compile_time()
 print(MARK + json.dumps({"ready": True}), flush=True)
 folder = tempfile.mkdtemp(prefix="grader-frontend-")
 sys.path.insert(0, folder)
@@ -1153,8 +1154,7 @@ def record_visits() -> dict:
         def visit(self, node, *args, **kwargs):
             nodes = vars(self).get("_grader_nodes")
             if nodes is None and isinstance(node, ast.Module) and node.body and isinstance(node.body[0], ast.FunctionDef) \
-                    and (getattr(getattr(getattr(self, "jit_fn", None), "fn", None), "__module__", None) or "").startswith(
-                        "student_kernels"):   # (not Triton's own @triton.jit functions, which share names)
+                    and _compiling_students(self):   # (not Triton's own @triton.jit functions, which share names)
                 fdef = node.body[0]
                 kinds = json.dumps(calls[-1]) if calls else "launch"
                 nodes = self._grader_nodes = (fdef.name, kinds, {id(n): i for i, n in enumerate(body_nodes(fdef))})
@@ -1180,14 +1180,147 @@ def record_visits() -> dict:
     return visited
 
 
+def _compiling_students(generator) -> bool:
+    """Whether Triton's code generator is compiling a function of the notebook's (the rebuilt module's),
+    not one of Triton's own."""
+    fn = getattr(getattr(generator, "jit_fn", None), "fn", None)
+    return (getattr(fn, "__module__", None) or "").startswith("student_kernels")
+
+
+# What Triton's compiler runs as Python while it compiles (arithmetic on constexprs, a method of a string, a
+# function of math) the interpreter runs again with what the kernel holds then: for a call on blocks, the
+# data. So Python that could read a block's values (its text, its handle, an internal name) or that reaches
+# past Triton, math and plain values (NumPy through a Triton module's globals) is refused where the
+# compiler meets it: in a kernel, only Triton's language decides what a GPU computes. (A red team computed
+# the softmax with NumPy from a block's text, in code the compiler had compiled for a string.)
+class CompileTimePython(Exception):
+    """Python a kernel may not run at compile time (police_compile_time)."""
+
+
+def police_compile_time() -> None:
+    """In the front end's process: every value an expression of a notebook's kernel gives the compiler must
+    be one of Triton's, a plain value or math's (_not_for_kernels); Python's functions it may call (math's,
+    a string's methods) are handed no block, and no text is formatted from a block."""
+    from triton.compiler import code_generator
+    from triton.compiler.errors import CompilationError
+    generator = code_generator.CodeGenerator
+    builtins_ok = {id(f) for name, f in generator.builtin_namespace.items() if name not in _INTROSPECTION}
+    visit, binary = generator.visit, generator._apply_binary_method
+
+    def refuse(self, node, message):
+        raise CompilationError(getattr(getattr(self, "jit_fn", None), "src", None), node,
+                               f"{message}. Triton's compiler would run this Python once, on its own stand-ins, "
+                               f"where the interpreter runs it on your data; in a kernel only Triton's language "
+                               f"(with math and plain numbers) may compute.")
+
+    def checked(self, node, *args, **kwargs):
+        value = visit(self, node, *args, **kwargs)
+        if not isinstance(node, ast.expr) or not _compiling_students(self):
+            return value
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            refuse(self, node, f"`{ast.unparse(node)}` reads an internal name (one that starts with _)")
+        what = _not_for_kernels(value, builtins_ok)
+        if what:
+            refuse(self, node, f"`{ast.unparse(node)}` is {what}")
+        if _pythons_callable(value, builtins_ok):
+            return _handed_no_blocks(value, lambda: refuse(self, node, f"`{ast.unparse(node)}` is handed a block"))
+        return value
+
+    def checked_binary(self, *args):
+        lhs, rhs = args[-2:]
+        if _compiling_students(self) and ((_text(lhs) and _holds_block(rhs)) or (_text(rhs) and _holds_block(lhs))):
+            refuse(self, getattr(self, "cur_node", None), "formats a block as text")
+        return binary(self, *args)
+
+    generator.visit, generator._apply_binary_method = checked, checked_binary
+
+
+def _not_for_kernels(value, builtins_ok: set, depth: int = 0) -> str | None:
+    """What `value` is, if a kernel's expression may not give it to the compiler, else None: plain values
+    and tuples of them, Triton's own values, functions and classes (triton.language, its @triton.jit and
+    constexpr functions), the modules math, triton and triton.language.*, math's functions, Triton's list
+    of Python's builtins for kernels (less the introspecting ones), and methods of allowed values."""
+    if depth > 16:
+        return "nested too deeply"
+    if value is None or value is Ellipsis or type(value) in (bool, int, float, complex, str, bytes, slice, range):
+        return None
+    if type(value) in (tuple, list):
+        return next(filter(None, (_not_for_kernels(v, builtins_ok, depth + 1) for v in value)), None)
+    if isinstance(value, types.ModuleType):
+        name = getattr(value, "__name__", "")
+        return None if name in ("math", "triton") or name.startswith("triton.language") else f"the module {name}"
+    if id(value) in builtins_ok:
+        return None
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodType,
+                          types.MethodWrapperType)):
+        owner = getattr(value, "__self__", None)
+        if isinstance(owner, types.ModuleType):
+            return None if owner.__name__ == "math" else f"a function of {owner.__name__}"
+        if owner is None:
+            return f"Python's {getattr(value, '__name__', value)!r}"
+        return _not_for_kernels(owner, builtins_ok, depth + 1)
+    if isinstance(value, (type, types.FunctionType)):
+        module = getattr(value, "__module__", None) or ""
+        if module.startswith("triton.language") or (module == "triton" and isinstance(value, types.FunctionType)
+                                                    and value.__name__ in ("cdiv", "next_power_of_2")):
+            return None
+        return f"the {module}.{getattr(value, '__qualname__', value)}"
+    module = type(value).__module__ or ""
+    if module.startswith("triton.language") or module in ("triton.runtime.jit", "triton.compiler.code_generator"):
+        if _tritons_class(type(value)) and type(value).__name__ == "constexpr":
+            return _not_for_kernels(value.value, builtins_ok, depth + 1)
+        if _tritons_class(type(value)) and type(value).__name__ == "tuple":
+            return _not_for_kernels(list(value.values), builtins_ok, depth + 1)
+        return None
+    return f"a {module}.{type(value).__qualname__} object"
+
+
+def _pythons_callable(value, builtins_ok: set) -> bool:
+    """A function the compiler calls as Python (math's, a string's method, triton.cdiv), not Triton's."""
+    if id(value) in builtins_ok:
+        return False
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType)):
+        return True
+    return isinstance(value, types.FunctionType) and (value.__module__ or "") == "triton"
+
+
+def _handed_no_blocks(fn, refuse):
+    """`fn`, refusing at a call that hands it a block (inside a tuple too). It keeps fn's __self__, by
+    which the compiler decides how to hand it constexprs."""
+    def call(*args, **kwargs):
+        if _holds_block((args, kwargs)):
+            refuse()
+        return fn(*args, **kwargs)
+    if hasattr(fn, "__self__"):
+        call.__self__ = fn.__self__
+    return call
+
+
+def _holds_block(value, depth: int = 0) -> bool:
+    """Whether `value` is, or holds, one of Triton's values other than a constexpr (a block, a scalar)."""
+    from triton.language import core
+    if depth > 16:
+        return True
+    if isinstance(value, core.constexpr):
+        return _holds_block(value.value, depth + 1)
+    if isinstance(value, dict):
+        value = list(value.values())
+    if type(value) in (tuple, list) or isinstance(value, getattr(core, "tuple", ())):
+        return any(_holds_block(v, depth + 1) for v in getattr(value, "values", value))
+    return isinstance(value, core.base_value) if hasattr(core, "base_value") else isinstance(value, core.tensor)
+
+
+def _text(value) -> bool:
+    from triton.language import core
+    return isinstance(value.value if isinstance(value, core.constexpr) else value, (str, bytes))
+
+
 _SIGNATURES: dict = {}
 
 
 def call_kinds(fn, args, kwargs) -> list | None:
     """[[parameter, what it is handed]] of a call of a @triton.jit function, as the compiler specializes it
-    and the interpreter can tell: "block" for a Triton tensor, else the value's repr (a number, a dtype,
-    None: a constexpr for the compiler), or "any"; None where the arguments do not bind."""
-    import triton.language as tl
+    and the interpreter can tell (_call_kind); None where the arguments do not bind."""
     signature = _SIGNATURES.get(fn)
     if signature is None:
         signature = _SIGNATURES[fn] = inspect.signature(fn)
@@ -1196,31 +1329,51 @@ def call_kinds(fn, args, kwargs) -> list | None:
     except TypeError:
         return None
     bound.apply_defaults()
-    kinds = []
-    for name, value in bound.arguments.items():
-        if isinstance(value, tl.constexpr):
-            value = value.value
-        if isinstance(value, tl.tensor):
-            kinds.append([name, "block"])
-        elif _constant(value) is not None:
-            kinds.append([name, _constant(value)])
-        else:
-            kinds.append([name, "any"])
-    return kinds
+    return [[name, _call_kind(value)] for name, value in bound.arguments.items()]
+
+
+def _call_kind(value):
+    """"block" for a Triton tensor, a list of its elements' kinds for a tuple (the compiler specializes on
+    each), the value's expression for a constant (a number, a string, a dtype, None: a constexpr for the
+    compiler), else "any"."""
+    import triton.language as tl
+    if isinstance(value, tl.constexpr):
+        value = value.value
+    if isinstance(value, tl.tensor):
+        return "block"
+    if type(value) in (tuple, list) or (_tritons_class(type(value)) and type(value).__name__ == "tuple"):
+        return [_call_kind(v) for v in getattr(value, "values", value)]
+    constant = _constant(value)
+    return "any" if constant is None else constant
+
+
+_NUMBER_KIND = re.compile(r"True|False|-?\d+(\.\d*)?(e[-+]?\d+)?|float\('-?(inf|nan)'\)")
+
+
+def _kind_matches(mine, theirs, constexpr: bool) -> bool:
+    """Whether a call the interpreter makes (`mine`) is one the compiler compiled (`theirs`): the same
+    kinds, element by element; or a number where the compiler had a block (a loop's index is a Python int
+    in the interpreter, a tensor in the compiler), except for a tl.constexpr parameter. "any" is only
+    "any": a call the compiler compiled for other arguments tells nothing of this one (a red team's helper
+    took a tuple holding a string in one call, a block in the other, and ran the first call's Python on
+    the block)."""
+    if mine == theirs:
+        return True
+    if isinstance(mine, list) and isinstance(theirs, list):
+        return len(mine) == len(theirs) and all(_kind_matches(a, b, False) for a, b in zip(mine, theirs))
+    return theirs == "block" and not constexpr and isinstance(mine, str) and _NUMBER_KIND.fullmatch(mine) is not None
 
 
 def compiled_for(kinds, compiled: dict, constexprs: set) -> frozenset:
     """The nodes compiled for calls like this one (`kinds`, call_kinds in the interpreter) among `compiled`
-    ({call_kinds as JSON: nodes}, record_visits'): for every call whose arguments could be these. A block
-    is a block for both; a number may have been a block for the compiler (a loop's index is a Python int
-    in the interpreter, a tensor in the compiler), except for a tl.constexpr parameter."""
+    ({call_kinds as JSON: nodes}, record_visits'): for every compiled call whose arguments could be these
+    (_kind_matches)."""
     nodes = set()
     for key, visited in compiled.items():
         theirs = json.loads(key) if key != "launch" else None
         if theirs is None or kinds is None or len(theirs) != len(kinds):
             continue
-        if all(a == b or "any" in (a[1], b[1]) or (b[1] == "block" and a[1] != "block" and a[0] not in constexprs)
-               for a, b in zip(kinds, theirs)):
+        if all(a[0] == b[0] and _kind_matches(a[1], b[1], a[0] in constexprs) for a, b in zip(kinds, theirs)):
             nodes |= visited
     return frozenset(nodes)
 
