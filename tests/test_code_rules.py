@@ -748,3 +748,25 @@ def test_a_capitalised_tensor_given_a_dtype_is_left_alone(source):
 def test_a_library_class_s_method_on_a_module_is_still_refused_with_the_notebooks_facts(source):
     facts = code_rules.NotebookFacts.of([source])
     assert any("a method of a library class" in p for p in code_rules.check_cell(source, facts).problems)
+
+
+# Jupyter's machinery runs code past the rules: the shell runs strings (`ex`, `run_cell`), and its threads run
+# what they are handed (ipykernel's IOPub thread's `schedule`), where the grader's watch of the kernel's
+# thread does not look (open items of the fourth red team, docs/threat-model.md).
+@pytest.mark.parametrize("cells", [
+    ["from IPython import InteractiveShell\nInteractiveShell.instance().ex('import torch')"],
+    ["import IPython\nIPython.core.interactiveshell.InteractiveShell.instance().ex('x = 1')"],
+    ["from IPython.core.interactiveshell import InteractiveShell as S\nS.instance().run_cell('x = 1')"],
+    ["from IPython import Application\nApplication.instance().shell.ex('x = 1')"],
+    ["from traitlets.config import Application\nApplication.instance().shell.ex('x = 1')"],
+    ["import ipykernel.iostream\nipykernel.iostream.IOPubThread"],
+    ["import sys, torch\nk = sys.modules['ipykernel.kernelapp']"],
+])
+def test_jupyters_shell_and_threads_cannot_be_reached(cells):
+    assert any(_notebook_refused(cells)), cells
+
+
+def test_ipython_display_is_still_allowed():
+    cells = ["from IPython.display import display, Markdown\ndisplay(Markdown('**done**'))",
+             "import IPython.display\nIPython.display.clear_output(wait=True)"]
+    assert not any(_notebook_refused(cells)), _notebook_refused(cells)

@@ -25,7 +25,7 @@ import grader
 # Calls and names that reach around the language: running strings as code, setting attributes by
 # name, reading or writing a module's namespace.
 FORBIDDEN_NAMES = frozenset({"exec", "eval", "compile", "__import__", "setattr", "delattr", "getattr", "globals",
-                             "vars", "locals", "__builtins__", "get_ipython"})
+                             "vars", "locals", "__builtins__", "get_ipython", "InteractiveShell"})
 # Those of them that are also reached as another module's attribute (`IPython.get_ipython`,
 # `builtins.exec`); `compile` is left out here, since `re.compile` is everyday code.
 ESCAPES = FORBIDDEN_NAMES - {"compile", "getattr"}
@@ -46,10 +46,18 @@ FORBIDDEN_MODULES = frozenset({"builtins", "importlib", "ctypes", "gc", "inspect
                                # libraries that evaluate expressions or load objects named in strings
                                "jinja2", "sympy", "yaml", "numexpr",
                                # NumPy's ways to raw memory: ctypes, and views with any strides
-                               "ctypeslib", "stride_tricks"})
+                               "ctypeslib", "stride_tricks",
+                               # Jupyter's machinery: its shell runs strings as code (`ex`, `run_cell`) and
+                               # its threads run what they are handed (the IOPub thread's `schedule`), where
+                               # the grader's watch of the kernel's thread does not look
+                               "ipykernel", "jupyter_client", "zmq", "tornado", "traitlets", "comm"})
 # Submodules that import a module named by a string (logging.config's configurators resolve any dotted
 # name, a grader module included), refused by their dotted name however they are reached.
-FORBIDDEN_SUBMODULES = frozenset({"logging.config"})
+# IPython's shell (and the application that holds it) runs strings as code past these rules; IPython.display
+# stays allowed.
+FORBIDDEN_SUBMODULES = {"logging.config": "it imports modules named by strings",
+                        **dict.fromkeys(("IPython.core", "IPython.terminal", "IPython.kernel", "IPython.InteractiveShell",
+                                         "IPython.Application"), "Jupyter's shell runs strings as code")}
 # torch.library's functions whose first argument names a namespace or an operator: written out, so that
 # the rule on PyTorch's own namespaces below can read it ("at" + "en" was not)
 LIBRARY_NAMERS = frozenset({"Library", "define", "impl", "custom_op", "triton_op", "register_kernel", "register_fake",
@@ -800,15 +808,15 @@ def _is_magic_target(node) -> bool:
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "get_ipython"
 
 
-def _reaches_submodule(node) -> bool:
-    """An import of, or attribute chain through, one of FORBIDDEN_SUBMODULES."""
+def _reaches_submodule(node) -> str | None:
+    """The one of FORBIDDEN_SUBMODULES that an import or attribute chain goes through, else None."""
     if isinstance(node, ast.Attribute):
         names = [_chain(node)]
     elif isinstance(node, ast.Import):
         names = [a.name for a in node.names]
     else:
         names = [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
-    return any(name == m or name.startswith(m + ".") for name in names for m in FORBIDDEN_SUBMODULES)
+    return next((m for name in names for m in FORBIDDEN_SUBMODULES if name == m or name.startswith(m + ".")), None)
 
 
 # Attribute names that attrgetter and methodcaller may not be handed, as an attribute may not be read
@@ -930,7 +938,7 @@ def _bindings_and_protocols(tree, modules=KNOWN_MODULES, plain=None) -> list:
                 and node.asname not in (None, node.name):
             problems.append(f"imports {node.name} under another name")
         elif isinstance(node, (ast.Import, ast.ImportFrom, ast.Attribute)) and _reaches_submodule(node):
-            problems.append(f"uses {' or '.join(sorted(FORBIDDEN_SUBMODULES))} (it imports modules named by strings)")
+            problems.append(f"uses {_reaches_submodule(node)} ({FORBIDDEN_SUBMODULES[_reaches_submodule(node)]})")
         elif isinstance(node, ast.alias) and node.name == "*":
             problems.append("imports every name of a module (`import *`), which rebinds names unseen: import "
                             "the names you use")
