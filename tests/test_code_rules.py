@@ -770,3 +770,8 @@ def test_ipython_display_is_still_allowed():
     cells = ["from IPython.display import display, Markdown\ndisplay(Markdown('**done**'))",
              "import IPython.display\nIPython.display.clear_output(wait=True)"]
     assert not any(_notebook_refused(cells)), _notebook_refused(cells)
+
+
+def test_a_variable_named_like_a_refused_everyday_module_is_allowed():
+    assert not any(_notebook_refused(["comm = 4\nsite = comm * 2"])), _notebook_refused(["comm = 4\nsite = comm * 2"])
+    assert any(_notebook_refused(["import comm\ncomm.create_comm('x')"]))

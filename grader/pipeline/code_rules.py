@@ -132,7 +132,7 @@ KNOWN_MODULES = frozenset({"grader", "torch", "triton", "tl", "F", "nn", "np", "
 # string). Importing the module stays refused; the name itself is the notebook's own wherever no import
 # in the notebook binds it, since the only cell that runs unchecked (the Colab install) binds importlib,
 # os, subprocess and sys alone.
-EVERYDAY_WORDS = frozenset({"code", "profile", "signal", "site", "trace"})
+EVERYDAY_WORDS = frozenset({"code", "profile", "signal", "site", "trace", "comm"})
 # Triton's language modules, whose `load(pointer, mask, other)` takes a third positional argument that
 # is no pickle switch: exempt from the `.load` rule below when the notebook binds the name to them alone.
 TRITON_LANGUAGES = frozenset({"triton.language", "triton.experimental.gluon.language"})
