@@ -387,6 +387,8 @@ FIFTH_TEAM_HONEST = ["HONEST_ROWS_EXP2_KEEPDIMS", "HONEST_REDUCE_COMBINE", "HONE
 
 @pytest.mark.parametrize("name", FIFTH_TEAM_HONEST)
 def test_the_fifth_red_teams_honest_kernels_pass(name, tmp_path):
+    if name == "HONEST_TRITON_OP" and not DEVICE.is_gpu and tuple(map(int, torch.__version__.split(".")[:2])) < (2, 8):
+        pytest.skip("torch 2.7's wrap_triton does not take an interpreted kernel")
     grader.check("day2.softmax", _softmax_of(getattr(answers, name), tmp_path, f"honest_{name.lower()}"), hidden=True)
 
 
@@ -398,7 +400,9 @@ def test_python_the_compiler_runs_on_constants_may_not_reach_past_triton(route, 
     with pytest.raises(CheckFailed, match="compiler rejects it") as failed:
         grader.check("day2.softmax", _softmax_of(getattr(answers, route), tmp_path, f"cheat_{route.lower()}"),
                      hidden=True)
-    assert "the module triton.runtime.interpreter" in str(failed.value), str(failed.value)
+    # (Triton 3.3's compiler gets no further than the condition, which it makes NotImplemented)
+    assert "the module triton.runtime.interpreter" in str(failed.value) or \
+        "builtins.NotImplementedType" in str(failed.value), str(failed.value)
 
 
 @on_cpu_only
@@ -418,7 +422,8 @@ def test_a_blocks_values_never_become_python_text(route, tmp_path):
         grader.check("day2.softmax", _softmax_of(answers.TEXT_OF_A_BLOCK[route], tmp_path, f"cheat_text_{route}"))
     said = str(failed.value)
     assert any(why in said for why in ("formats a block as text", "is handed a block", "reads an internal name",
-                                       "libtriton", "calls `.__str__`", "calls `.handle`")), said
+                                       "libtriton", "calls `.__str__`", "calls `.handle`",
+                                       "has no attribute 'format'")), said   # (Triton 3.3's own refusal)
 
 
 def test_call_kinds_describe_a_tuple_element_by_element():
