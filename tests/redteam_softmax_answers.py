@@ -1913,3 +1913,148 @@ def softmax_op(x: torch.Tensor) -> torch.Tensor:
 def softmax(x: torch.Tensor) -> torch.Tensor:
     return softmax_op(x)
 '''
+
+
+# -- the sixth red team's (against the compile-time rules; the first three scored 3/3 through the pipeline) --
+# A block's text through an f-string of tl.constexpr(block): the compiler formats its own placeholder
+# ("fp32[]"), the interpreter the values; the row's sum read back as a Python float.
+FSTRING_OF_CONSTEXPR_BLOCK = '''
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    s = tl.sum(e, axis=0)
+    text: tl.constexpr = f"{tl.constexpr(s)}"
+    digits: tl.constexpr = text.replace("constexpr", "").replace("fp32", "").replace("[", "").replace("]", "").strip()
+    inv: tl.constexpr = 1.0 / (float("0" + digits) + 1e-30)
+    tl.store(out_ptr + row * out_stride + cols, (e * inv).to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+
+# Python's max of two blocks: Triton's elementwise maximum where it compiles, Python's max (the second block
+# whole) in the interpreter. On a GPU every element would be 1e30.
+PYTHON_MAX_OF_BLOCKS = '''
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    p = e / tl.sum(e, axis=0)
+    y = max(p * 0.0 + 1e30, p)
+    tl.store(out_ptr + row * out_stride + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=max(2, triton.next_power_of_2(x.shape[1])))
+    return y
+'''
+
+# Every output value computed by Python's math from the text of a chunk (f-strings of tl.constexpr(block)).
+PYTHON_SOFTMAX_FROM_TEXT = '''
+import math
+
+
+@triton.jit
+def _exp_in_python(d, tot, offs, CH: tl.constexpr):
+    total: tl.constexpr = f"{tl.constexpr(tot)}".replace("constexpr", "").replace("fp32", "").replace("[", "").replace("]", "").strip()
+    s: tl.constexpr = float("0" + total) + 1e-30
+    parts: tl.constexpr = f"{tl.constexpr(d)}".replace("constexpr", " ").replace("fp32", " ").replace("[", " ").replace("]", " ").split()
+    out = tl.zeros([CH], tl.float32)
+    for j in tl.static_range(len(parts)):
+        out = tl.where(offs == j, math.exp(min(float(parts[j]), 0.0)) / s, out)
+    return out
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, x_stride, out_stride, N: tl.constexpr, CH: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, CH)
+    top = tl.full([CH], -float("inf"), tl.float32)
+    for c in tl.static_range(0, N, CH):
+        top = tl.maximum(top, tl.load(x_ptr + row * x_stride + c + offs, mask=c + offs < N, other=-float("inf")))
+    m = tl.max(top, axis=0)
+    acc = tl.zeros([CH], tl.float32)
+    for c in tl.static_range(0, N, CH):
+        acc += tl.exp(tl.load(x_ptr + row * x_stride + c + offs, mask=c + offs < N, other=-float("inf")) - m)
+    tot = tl.sum(acc, axis=0)
+    for c in tl.static_range(0, N, CH):
+        d = tl.load(x_ptr + row * x_stride + c + offs, mask=c + offs < N, other=0.0) - m
+        tl.store(out_ptr + row * out_stride + c + offs, _exp_in_python(d, tot, offs, CH), mask=c + offs < N)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.stride(0), y.stride(0), N=x.shape[1], CH=256)
+    return y
+'''
+
+# Triton's print held in a constexpr local, which the source's reading does not follow: a way out for a
+# block's exact values (hex=True).
+PRINT_THROUGH_A_LOCAL = '''
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    show: tl.constexpr = tl.device_print
+    show("LEAK", x, hex=True)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_stride + cols, (e / tl.sum(e, axis=0)).to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+
+
+def honest_with(line: str, extra: str = "") -> str:
+    """The basic honest kernel with `line` at the top of its body."""
+    return extra + f'''
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    {line}
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_stride + cols, (e / tl.sum(e, axis=0)).to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+
+
+
+# Honest lines at the top of the basic kernel (the sixth red team's; the first two were refused: an
+# assertion's message that is not plain text, and tl.PropagateNan, a class of Triton's C++ module)
+HONEST_LINES = {
+    "static_assert_format": ('tl.static_assert(BLOCK_SIZE >= 1, "BLOCK_SIZE must be at least 1, got {}".format(BLOCK_SIZE))', ""),
+    "static_assert_percent": ('tl.static_assert(BLOCK_SIZE <= 1048576, "BLOCK_SIZE=%d over %d" % (BLOCK_SIZE, 1048576))', ""),
+    "propagate_nan": ("z = tl.maximum(tl.zeros([BLOCK_SIZE], tl.float32), tl.zeros([BLOCK_SIZE], tl.float32), "
+                      "propagate_nan=tl.PropagateNan.ALL)", ""),
+    "dtype_methods": ("tl.static_assert(x_ptr.dtype.element_ty.is_floating() and "
+                      "out_ptr.dtype.element_ty.primitive_bitwidth >= 16)", ""),
+    "math_constant": ("tl.static_assert(math.pi > 3 and math.log2(BLOCK_SIZE) >= 0)", "import math\n"),
+    "constexpr_tuple_global": ("tl.static_assert(LIMITS[0] <= BLOCK_SIZE)", "LIMITS = tl.constexpr((1, 1 << 20))\n"),
+    "libdevice": ("z = libdevice.exp(tl.zeros([BLOCK_SIZE], tl.float32))", "from triton.language.extra import libdevice\n"),
+    "triton_cdiv": ("WARPS: tl.constexpr = triton.cdiv(BLOCK_SIZE, 32)", ""),
+    "min_of_constexprs": ("SMALL: tl.constexpr = min(BLOCK_SIZE, 64)", ""),
+}

@@ -443,3 +443,27 @@ def test_call_kinds_describe_a_tuple_element_by_element():
     assert gpu_compile.compiled_for([["t", ["'text'", "0"]], ["n", "3"]], compiled, set()) == {2}
     assert gpu_compile.compiled_for([["t", "any"], ["n", "3"]], compiled, set()) == {3}   # "any" is only "any"
     assert gpu_compile.compiled_for([["t", ["block", "'x'"]], ["n", "3"]], compiled, set()) == frozenset()
+
+
+@on_cpu_only
+@pytest.mark.parametrize("route", ["FSTRING_OF_CONSTEXPR_BLOCK", "PYTHON_MAX_OF_BLOCKS", "PYTHON_SOFTMAX_FROM_TEXT"])
+def test_the_sixth_red_teams_routes_are_refused_by_the_compilers_rules(route, tmp_path):
+    with pytest.raises(CheckFailed, match="compiler rejects it") as failed:
+        grader.check("day2.softmax", _softmax_of(getattr(answers, route), tmp_path, f"cheat_{route.lower()}"),
+                     hidden=True)
+    said = str(failed.value)
+    assert any(why in said for why in ("a tl.constexpr made of a block", "Python's `max` is handed a block",
+                                       "not supported", "Cannot")), said   # (or Triton 3.3's own refusal)
+
+
+def test_a_print_under_another_name_fails_the_check(tmp_path):
+    with pytest.raises(CheckFailed, match="print") as failed:
+        grader.check("day2.softmax", _softmax_of(answers.PRINT_THROUGH_A_LOCAL, tmp_path, "cheat_print_local"))
+    assert "LEAK" not in str(failed.value)
+
+
+@pytest.mark.parametrize("line", list(answers.HONEST_LINES))
+def test_the_sixth_red_teams_honest_lines_pass(line, tmp_path):
+    code, before = answers.HONEST_LINES[line]
+    grader.check("day2.softmax", _softmax_of(answers.honest_with(code, before), tmp_path, f"honest_line_{line}"),
+                 hidden=True)

@@ -66,6 +66,12 @@ CLASS = {
                                "NumPy on a block's text, in a helper's branch compiled for a string only"),
     "cheat_two_faces_by_text": (answers.TWO_FACES_BY_TEXT, 0, "the same, its branch chosen by a constexpr's text"),
     "honest_reduce_combine": (answers.HONEST_REDUCE_COMBINE, 3, "tl.reduce with a (max, sum) combine function"),
+    # the sixth red team's
+    "cheat_fstring_of_a_block": (answers.FSTRING_OF_CONSTEXPR_BLOCK, 0, "a row's sum read from f\"{tl.constexpr(s)}\""),
+    "cheat_python_max": (answers.PYTHON_MAX_OF_BLOCKS, 0, "Python's max of two blocks (not elementwise)"),
+    "cheat_python_softmax": (answers.PYTHON_SOFTMAX_FROM_TEXT, 0, "math.exp of each value, from a chunk's text"),
+    "honest_static_assert_format": (answers.honest_with(answers.HONEST_LINES["static_assert_format"][0]), 3,
+                                    "tl.static_assert with a message made by str.format"),
 }
 # What the submission rules refuse (the cell is not run; its feedback names the rule)
 REFUSED = {"cheat_patches_the_grader": "assigns grader.check",

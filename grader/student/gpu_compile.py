@@ -21,6 +21,7 @@ import atexit
 import builtins
 import contextlib
 import dis
+import functools
 import inspect
 import json
 import math
@@ -1200,11 +1201,16 @@ class CompileTimePython(Exception):
 def police_compile_time() -> None:
     """In the front end's process: every value an expression of a notebook's kernel gives the compiler must
     be one of Triton's, a plain value or math's (_not_for_kernels); Python's functions it may call (math's,
-    a string's methods) are handed no block, and no text is formatted from a block."""
+    a string's methods) are handed no block, nor are `min` and `max` (the interpreter runs Python's, which
+    are not elementwise); no text is formatted from a block; a print is called by its own name only (the
+    name the source's reading finds it by: gpu_compile.prints)."""
+    import triton.language as tl
     from triton.compiler import code_generator
     from triton.compiler.errors import CompilationError
     generator = code_generator.CodeGenerator
     builtins_ok = {id(f) for name, f in generator.builtin_namespace.items() if name not in _INTROSPECTION}
+    not_on_blocks = {id(generator.builtin_namespace[name]): name for name in ("min", "max")}
+    printing = {id(generator.builtin_namespace["print"]), id(tl.device_print), id(tl.static_print)}
     visit, binary = generator.visit, generator._apply_binary_method
 
     def refuse(self, node, message):
@@ -1214,16 +1220,29 @@ def police_compile_time() -> None:
                                f"(with math and plain numbers) may compute.")
 
     def checked(self, node, *args, **kwargs):
+        if isinstance(node, ast.Call):
+            vars(self).setdefault("_grader_callees", set()).add(id(node.func))
         value = visit(self, node, *args, **kwargs)
         if not isinstance(node, ast.expr) or not _compiling_students(self):
             return value
+        text = ast.unparse(node)
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-            refuse(self, node, f"`{ast.unparse(node)}` reads an internal name (one that starts with _)")
+            refuse(self, node, f"`{text}` reads an internal name (one that starts with _)")
         what = _not_for_kernels(value, builtins_ok)
         if what:
-            refuse(self, node, f"`{ast.unparse(node)}` is {what}")
+            refuse(self, node, f"`{text}` is {what}")
+        held = value.value if isinstance(value, tl.constexpr) else value
+        if id(held) in printing and not (id(node) in vars(self).get("_grader_callees", ()) and (
+                isinstance(node, ast.Name) and node.id == "print" or isinstance(node, ast.Attribute) and node.attr in _PRINTS)):
+            refuse(self, node, f"`{text}` is a print under another name (call `print` or `tl.device_print` itself, "
+                               f"and take the prints out before a check)")
+        if id(held) in not_on_blocks:
+            name = not_on_blocks[id(held)]
+            return _handed_no_blocks(held, lambda: refuse(
+                self, node, f"Python's `{name}` is handed a block: use tl.{name}imum (the interpreter runs Python's "
+                            f"`{name}`, which compares whole blocks, not their elements)"))
         if _pythons_callable(value, builtins_ok):
-            return _handed_no_blocks(value, lambda: refuse(self, node, f"`{ast.unparse(node)}` is handed a block"))
+            return _handed_no_blocks(value, lambda: refuse(self, node, f"`{text}` is handed a block"))
         return value
 
     def checked_binary(self, *args):
@@ -1264,15 +1283,27 @@ def _not_for_kernels(value, builtins_ok: set, depth: int = 0) -> str | None:
         if module.startswith("triton.language") or (module == "triton" and isinstance(value, types.FunctionType)
                                                     and value.__name__ in ("cdiv", "next_power_of_2")):
             return None
+        if isinstance(value, type) and _exported_by_triton_language(value):
+            return None     # (tl.PropagateNan: a class of Triton's C++ module)
         return f"the {module}.{getattr(value, '__qualname__', value)}"
     module = type(value).__module__ or ""
     if module.startswith("triton.language") or module in ("triton.runtime.jit", "triton.compiler.code_generator"):
         if _tritons_class(type(value)) and type(value).__name__ == "constexpr":
+            if _holds_block(value.value):   # (its text: the compiler's placeholder, the interpreter's values)
+                return "a tl.constexpr made of a block"
             return _not_for_kernels(value.value, builtins_ok, depth + 1)
         if _tritons_class(type(value)) and type(value).__name__ == "tuple":
             return _not_for_kernels(list(value.values), builtins_ok, depth + 1)
         return None
+    if _exported_by_triton_language(type(value)):
+        return None         # (tl.PropagateNan.ALL)
     return f"a {module}.{type(value).__qualname__} object"
+
+
+def _exported_by_triton_language(kind) -> bool:
+    """A class that triton.language itself binds (tl.PropagateNan, a class of Triton's C++ module)."""
+    import triton.language as tl
+    return any(value is kind for value in vars(tl).values())
 
 
 def _pythons_callable(value, builtins_ok: set) -> bool:
@@ -1287,8 +1318,9 @@ def _pythons_callable(value, builtins_ok: set) -> bool:
 def _handed_no_blocks(fn, refuse):
     """`fn`, refusing at a call that hands it a block (inside a tuple too). It keeps fn's __self__, by
     which the compiler decides how to hand it constexprs."""
+    @functools.wraps(fn)   # (Triton's own builtins are told by attributes and a signature that this keeps)
     def call(*args, **kwargs):
-        if _holds_block((args, kwargs)):
+        if _holds_block((args, {k: v for k, v in kwargs.items() if k not in ("_semantic", "_builder", "_generator")})):
             refuse()
         return fn(*args, **kwargs)
     if hasattr(fn, "__self__"):
@@ -1462,11 +1494,17 @@ def poisoned(fn, compiler_def: str, source: str, poison: list, runs, transformer
                                                   for line in inspect.getsourcelines(fn)[0]].index(True)
     except (OSError, TypeError, ValueError):
         first = fn.__code__.co_firstlineno
+    # An assertion's message is read by the compiler only if the assertion fails, by the interpreter at
+    # every call: one the compiler did not read becomes its own source text (what a failure would show)
+    messages = {id(part) for call in ast.walk(fdef) if _is_assertion(call)
+                for part in [*call.args[1:], *(k.value for k in call.keywords)]}
     for i in poison:
         node = nodes[i]
         line = first + getattr(node, "lineno", 1) - 1
         error = ast.Subscript(ast.Dict([], []), ast.Constant(f"{NOT_COMPILED}: line {line} of `{fn.__name__}`"),
                               ast.Load())
+        if id(node) in messages:
+            error = ast.Constant(ast.unparse(node))
         replacement = ast.Expr(error) if isinstance(node, ast.stmt) else error
         ast.copy_location(replacement, node)
         for parent in ast.walk(fdef):
