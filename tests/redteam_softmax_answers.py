@@ -2058,3 +2058,23 @@ HONEST_LINES = {
     "triton_cdiv": ("WARPS: tl.constexpr = triton.cdiv(BLOCK_SIZE, 32)", ""),
     "min_of_constexprs": ("SMALL: tl.constexpr = min(BLOCK_SIZE, 64)", ""),
 }
+
+# honest: Triton's elementwise minimum and maximum (in Triton 3.3 the very functions its compiler takes
+# Python's min and max for)
+TL_MINIMUM_MAXIMUM = '''
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    x = tl.minimum(tl.maximum(x, -1e30), 1e30)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_stride + cols, (e / tl.sum(e, axis=0)).to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''

@@ -1236,7 +1236,8 @@ def police_compile_time() -> None:
                 isinstance(node, ast.Name) and node.id == "print" or isinstance(node, ast.Attribute) and node.attr in _PRINTS)):
             refuse(self, node, f"`{text}` is a print under another name (call `print` or `tl.device_print` itself, "
                                f"and take the prints out before a check)")
-        if id(held) in not_on_blocks:
+        if id(held) in not_on_blocks and isinstance(node, ast.Name) and node.id == not_on_blocks[id(held)] \
+                and node.id not in getattr(self, "gscope", {}):   # (Python's, not tl.minimum imported by name)
             name = not_on_blocks[id(held)]
             return _handed_no_blocks(held, lambda: refuse(
                 self, node, f"Python's `{name}` is handed a block: use tl.{name}imum (the interpreter runs Python's "
@@ -1261,8 +1262,9 @@ def _not_for_kernels(value, builtins_ok: set, depth: int = 0) -> str | None:
     of Python's builtins for kernels (less the introspecting ones), and methods of allowed values."""
     if depth > 16:
         return "nested too deeply"
-    if value is None or value is Ellipsis or type(value) in (bool, int, float, complex, str, bytes, slice, range):
-        return None
+    if value is None or value is Ellipsis or value is NotImplemented \
+            or type(value) in (bool, int, float, complex, str, bytes, slice, range):
+        return None     # (Triton 3.3's compiler makes `math.pi > 3` NotImplemented)
     if type(value) in (tuple, list):
         return next(filter(None, (_not_for_kernels(v, builtins_ok, depth + 1) for v in value)), None)
     if isinstance(value, types.ModuleType):
