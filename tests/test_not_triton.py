@@ -474,3 +474,19 @@ def test_the_sixth_red_teams_honest_lines_pass(line, tmp_path):
     code, before = answers.HONEST_LINES[line]
     grader.check("day2.softmax", _softmax_of(answers.honest_with(code, before), tmp_path, f"honest_line_{line}"),
                  hidden=True)
+
+
+def test_a_print_that_runs_in_an_interpreted_launch_is_recorded_however_it_was_reached(monkeypatch):
+    # The compile-time rules refuse a print under another name; whatever reaches the interpreter's print
+    # anyway is recorded where it runs, which fails the check (checks: "remove the prints").
+    import types
+    from grader.student import guard
+    record = types.SimpleNamespace(prints=[], not_triton=[])
+    monkeypatch.setattr(guard, "_active", types.SimpleNamespace(record=record))
+    monkeypatch.setattr(guard, "_interpreter_open", True)
+    printing = guard._builder_wrapper("create_print", lambda self, *args: "printed")
+    assert printing(None, "x", True, [], False) == "printed"
+    assert record.prints and "prints" in record.prints[0]
+    monkeypatch.setattr(guard, "_active", None)      # outside a check: a student's debugging print, as it was
+    record.prints.clear()
+    assert printing(None, "x", True, [], False) == "printed" and record.prints == []
