@@ -1683,46 +1683,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 '''
 
 # The same branch told apart by the text of a constexpr ("0" where Triton compiles, "constexpr[0]" here).
-TWO_FACES_BY_TEXT = '''
-import math
-import numpy
-import triton.runtime.interpreter as TI
-
-numpy.set_printoptions(threshold=10**9, floatmode="unique", linewidth=10**9)
-SAMPLE = tl.constexpr("[1.0 2.0 3.0]")
-
-
-@triton.jit
-def _finish(t):
-    # t: (values, the loaded block, which call, where to store, mask)
-    if t[2] == 0 or f"{tl.constexpr(0)}"[0] == "c":   # "0" where Triton compiles, "constexpr[0]" here
-        N: tl.constexpr = TI.np
-        a: tl.constexpr = N.array(f"{t[0]}".replace("constexpr", " ").replace("[", " ").replace("]", " ").split()).astype(float)
-        e: tl.constexpr = math.e ** (a - a.max())
-        p: tl.constexpr = (e / e.sum()).astype(N.float32)
-        h: tl.constexpr = (tl.constexpr("{}{}".format), tl.constexpr(TI.TensorHandle))[t[2]](p, (tl.constexpr(float), tl.float32)[t[2]])
-        tl.store(t[3], (t[1], (tl.constexpr("{}{}".format), tl.constexpr(tl.tensor))[t[2]](h, t[1].type))[t[2]], mask=t[4])
-    else:   # what a GPU runs: zeros, not a softmax
-        tl.store(t[3], t[1] * 0.0, mask=t[4])
-
-
-@triton.jit
-def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
-    _finish((SAMPLE, x, 0, out_ptr + row * out_stride + cols, mask))
-    _finish((x, x, 1, out_ptr + row * out_stride + cols, mask))
-
-
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    n_rows, n_cols = x.shape
-    out = torch.empty_like(x)
-    softmax_row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0),
-                                  BLOCK_SIZE=triton.next_power_of_2(n_cols))
-    return out
-'''
+TWO_FACES_BY_TEXT = TWO_FACED_HELPER.replace('isinstance(tl.range(1), range):', 'f"{tl.constexpr(0)}"[0] == "c":   # "0" where Triton compiles, "constexpr[0]" here')
 
 
 def _text_of_a_block(expression: str) -> str:
