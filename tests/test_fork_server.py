@@ -124,3 +124,20 @@ def test_the_server_imports_from_the_course_not_from_where_the_batch_was_started
     with open(f"/proc/{forks.proc.pid}/cwd/nbgrader_config.py"):
         pass   # the server runs in the course's root (where nbgrader_config.py is)
     assert os.path.realpath(f"/proc/{forks.proc.pid}/cwd") == os.path.realpath(REPO)
+
+
+def test_a_thread_an_import_left_for_a_moment_is_waited_for_and_one_that_stays_is_not():
+    import threading
+    import time
+    brief = threading.Thread(target=time.sleep, args=(0.2,))
+    brief.start()
+    assert fork_server._others_ended(5.0) and not brief.is_alive()
+    stays = threading.Event()
+    lasting = threading.Thread(target=stays.wait, args=(30,))
+    lasting.start()
+    try:
+        started = time.monotonic()
+        assert not fork_server._others_ended(0.3) and time.monotonic() - started < 5
+    finally:
+        stays.set()
+        lasting.join()

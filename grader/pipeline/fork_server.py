@@ -57,6 +57,7 @@ MODULE = "grader.pipeline.nbgrader_process"   # the only command a fork runs: `p
 OFF_ENV = "GRADER_FORK_SERVER"   # "0": every nbgrader is started as a new process, as before
 REAP_POLL_S = 0.05
 START_TIMEOUT_S = 300
+THREADS_SETTLE_S = 5.0   # how long the server waits for threads its imports left to end before it refuses to serve
 
 
 def _python_threads() -> int:
@@ -64,6 +65,16 @@ def _python_threads() -> int:
     itself shuts down and restarts around a fork, as every program that forks after importing NumPy or
     torch relies on; CUDA, which does not survive a fork, is never initialized here.)"""
     return threading.active_count()
+
+
+def _others_ended(within_s: float) -> bool:
+    """Whether every other thread ends within `within_s` (a thread an import started for a moment, which
+    a machine under load may not have finished yet)."""
+    deadline = time.monotonic() + within_s
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return _python_threads() == 1
 
 
 def _cuda_initialized() -> bool:
@@ -116,8 +127,9 @@ def serve(path: str, preload=PRELOAD, become=None, fds_per_request: int = 1) -> 
     server.bind(path)
     server.listen(64)
     load(preload)
-    if _python_threads() != 1:
-        print(f"fork server: {_python_threads()} threads after the imports; not serving", file=sys.stderr,
+    if _python_threads() != 1 and not _others_ended(THREADS_SETTLE_S):
+        names = ", ".join(t.name for t in threading.enumerate() if t is not threading.current_thread())
+        print(f"fork server: {_python_threads()} threads after the imports ({names}); not serving", file=sys.stderr,
               flush=True)
         sys.exit(3)
     if _cuda_initialized():
