@@ -2039,3 +2039,39 @@ def softmax(x):
                                       BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
     return y
 '''
+
+
+# -- the seventh red team's -----------------------------------------------------------------------------------
+# One launch of 2 x rows programs: the first half stores each row's max and sum, the second half reads them.
+# A GPU runs the programs in no set order (the readers may find uninitialised memory); the interpreter ran
+# them in order, so the readers always found the statistics.
+PROGRAM_ORDER_RACE = '''
+@triton.jit
+def softmax_two_phase(x_ptr, out_ptr, stats_ptr, n_rows, n_cols, x_stride, out_stride, BLOCK: tl.constexpr):
+    # One launch, two phases: programs [0, n_rows) write each row's max and sum, programs [n_rows, 2 n_rows)
+    # read them and normalise. Nothing orders the phases on a GPU (programs run concurrently, in no set
+    # order); Triton's interpreter runs programs one after another, in order.
+    pid = tl.program_id(0)
+    row = pid % n_rows
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    if pid < n_rows:
+        m = tl.max(x, axis=0)
+        s = tl.sum(tl.exp(x - m), axis=0)
+        tl.store(stats_ptr + 2 * row, m)
+        tl.store(stats_ptr + 2 * row + 1, s)
+    else:
+        m = tl.load(stats_ptr + 2 * row)
+        s = tl.load(stats_ptr + 2 * row + 1)
+        tl.store(out_ptr + row * out_stride + offs, (tl.exp(x - m) / s).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    stats = torch.empty((n_rows, 2), dtype=torch.float32, device=x.device)
+    softmax_two_phase[(2 * n_rows,)](x, y, stats, n_rows, n_cols, x.stride(0), y.stride(0),
+                                     BLOCK=triton.next_power_of_2(n_cols))
+    return y
+'''

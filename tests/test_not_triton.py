@@ -490,3 +490,53 @@ def test_a_print_that_runs_in_an_interpreted_launch_is_recorded_however_it_was_r
     monkeypatch.setattr(guard, "_active", None)      # outside a check: a student's debugging print, as it was
     record.prints.clear()
     assert printing(None, "x", True, [], False) == "printed" and record.prints == []
+
+
+@on_cpu_only
+def test_a_launch_whose_programs_depend_on_their_order_fails(tmp_path):
+    # A checked launch runs its programs in an order drawn anew each time (a GPU keeps none): the readers
+    # of the second half of the grid may now run before the writers of the first, as on a GPU
+    with pytest.raises(CheckFailed):
+        grader.check("day2.softmax", _softmax_of(answers.PROGRAM_ORDER_RACE, tmp_path, "cheat_program_order"),
+                     hidden=True)
+
+
+def test_a_checked_launch_runs_every_program_once_in_another_order(tmp_path):
+    # Each program of a 2-D grid writes its own cell once, and records when it ran: all are written, once,
+    # and not in the interpreter's order (a 1 in 20! chance of failing by luck)
+    module = _module_of(ORDER_PROBE, tmp_path, "order_probe")
+    grader.check("day2.softmax", module.softmax)
+    assert sorted(module.SEEN[-1]) == list(range(20)) and module.SEEN[-1] != list(range(20)), module.SEEN[-1]
+
+
+# An honest softmax that also notes the order its programs ran in (a 4 x 5 grid: a counter per launch)
+ORDER_PROBE = '''
+SEEN = []
+
+
+@triton.jit
+def order_kernel(ticket_ptr, order_ptr):
+    i = tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
+    n = tl.atomic_add(ticket_ptr, 1)
+    tl.store(order_ptr + n, i)
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_stride + offs, (e / tl.sum(e, axis=0)).to(out_ptr.dtype.element_ty), mask=offs < n_cols)
+
+
+def softmax(x):
+    ticket = torch.zeros(1, dtype=torch.int32, device=x.device)
+    order = torch.zeros(20, dtype=torch.int32, device=x.device)
+    order_kernel[(4, 5)](ticket, order)
+    SEEN.append(order.tolist())
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''

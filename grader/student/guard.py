@@ -1491,7 +1491,24 @@ def _as_compiled(executor, args, kwargs, record):
                 names = ", ".join(f"`{getattr(n, '__name__', n)}`" for n in changed[:3])
                 refuse(f"reads {names}, bound to another object while it ran (the compiler sees a kernel's "
                        f"globals and code once)")
-        return start_program(*where)
+        return start_program(*next_program(*where))
+
+    # A GPU runs a launch's programs at once, in no set order; Triton's interpreter runs them one after the
+    # other, in order. So that no answer depends on that order (a red team's second half of the grid read
+    # what its first half had stored: uninitialised memory on a GPU), a checked launch runs its programs in
+    # an order drawn anew for each launch, that no notebook can know beforehand.
+    order: list = []
+
+    def next_program(x, y, z):
+        nx, ny, nz = builder.grid_dim
+        if not order:
+            order.extend(range(nx * ny * nz))
+            random.SystemRandom().shuffle(order)
+            order.reverse()   # (taken from the end)
+        if len(order) != nx * ny * nz - (x * ny * nz + y * nz + z):
+            return x, y, z    # (not the interpreter's own walk through the grid: leave it as it is)
+        drawn = order.pop()
+        return drawn // (ny * nz), drawn // nz % ny, drawn % nz
 
     around = vars(builder).get("set_grid_idx")   # a launch's around this one (inside its grid function)
     builder.set_grid_idx = before_each_program
