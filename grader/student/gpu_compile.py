@@ -1225,7 +1225,7 @@ def police_compile_time() -> None:
         value = visit(self, node, *args, **kwargs)
         if not isinstance(node, ast.expr) or not _compiling_students(self):
             return value
-        text = ast.unparse(node)
+        text = _Source(node)   # (made into text only for a refusal: every expression of a kernel passes here)
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             refuse(self, node, f"`{text}` reads an internal name (one that starts with _)")
         what = _not_for_kernels(value, builtins_ok)
@@ -1253,6 +1253,15 @@ def police_compile_time() -> None:
         return binary(self, *args)
 
     generator.visit, generator._apply_binary_method = checked, checked_binary
+
+
+class _Source:
+    """An expression's source, written out only where a message needs it."""
+    def __init__(self, node):
+        self.node = node
+
+    def __format__(self, spec) -> str:
+        return format(ast.unparse(self.node), spec)
 
 
 def _not_for_kernels(value, builtins_ok: set, depth: int = 0) -> str | None:

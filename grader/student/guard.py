@@ -1504,7 +1504,6 @@ def _as_compiled(executor, args, kwargs, record):
         if not order:
             order.extend(range(nx * ny * nz))
             random.SystemRandom().shuffle(order)
-            order.reverse()   # (taken from the end)
         if len(order) != nx * ny * nz - (x * ny * nz + y * nz + z):
             return x, y, z    # (not the interpreter's own walk through the grid: leave it as it is)
         drawn = order.pop()
