@@ -2075,3 +2075,132 @@ def softmax(x):
                                      BLOCK=triton.next_power_of_2(n_cols))
     return y
 '''
+
+
+# The seventh red team's value-level differences: a condition Triton's compiler and the interpreter decide
+# differently (their objects differ), used with no branch, to select a value: 0.0 for the compiler, which
+# every rule accepts, the block for the interpreter, whose values Python's math (or `%d`, float() and **)
+# then read. Each expression's value in the interpreter is now checked against the compiler's.
+VALUE_DIFFERENCES = {
+    "python_exp_by_argument_selection": '''
+import math
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    # Triton's compiler decides C False (tl.range is its class), the interpreter True (tl.range is range)
+    C: tl.constexpr = isinstance(tl.range(1), range)
+    # exp by Python's math: the compiler hands math.ldexp 0.0 (and stores 1.0), the interpreter the value
+    for i in range(n_cols):
+        tl.store(out_ptr + row * out_stride + i,
+                 math.exp(math.ldexp((0.0, (tl.load(x_ptr + row * x_stride + i) - m) * 1099511627776.0)[C], -40)))
+    e = tl.load(out_ptr + row * out_stride + offs, mask=offs < n_cols, other=0.0)
+    tl.store(out_ptr + row * out_stride + offs, e / tl.sum(e, axis=0), mask=offs < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+''',
+    "python_exp_static_range": '''
+import math
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, x_stride, out_stride, N: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < N, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    C: tl.constexpr = isinstance(tl.range(1), range)
+    # exp by Python's math in the interpreter: the compiler hands math.ldexp 0.0, the interpreter the block
+    for i in tl.static_range(N):
+        tl.store(out_ptr + row * out_stride + i,
+                 math.exp(math.ldexp((0.0, (tl.load(x_ptr + row * x_stride + i) - m) * 1099511627776.0)[C], -40)))
+    e = tl.load(out_ptr + row * out_stride + offs, mask=offs < N, other=0.0)
+    tl.store(out_ptr + row * out_stride + offs, e / tl.sum(e, axis=0), mask=offs < N)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.stride(0), y.stride(0), N=x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+''',
+    "no_python_function_is_and_percent": '''
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    # `is` of a constexpr and an int: True where Triton compiles (it unwraps constexprs), False here.
+    C: tl.constexpr = tl.constexpr(2) is 2
+    # no function of Python's at all: "%d" % value (its __index__ here), float() of text, and ** on floats
+    for i in range(n_cols):
+        tl.store(out_ptr + row * out_stride + i, 2.718281828459045 ** (float(
+            "%d" % ((tl.load(x_ptr + row * x_stride + i) - m) * 1099511627776.0, 0)[C]) * 9.094947017729282e-13))
+    e = tl.load(out_ptr + row * out_stride + offs, mask=offs < n_cols, other=0.0)
+    tl.store(out_ptr + row * out_stride + offs, e / tl.sum(e, axis=0), mask=offs < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+''',
+    "python_normaliser_text_condition": '''
+import math
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    s = tl.sum(e, axis=0)
+    # "0" where Triton compiles, "constexpr[0]" in the interpreter
+    C: tl.constexpr = f"{tl.constexpr(0)}"[0] == "c"
+    # the row's normaliser by Python: the compiler hands math.ldexp 1.0 (and never divides), the
+    # interpreter the row's sum, scaled so that its __index__ keeps every bit
+    inv = 1.0 / math.ldexp((1099511627776.0, s * 1099511627776.0)[C], -40)
+    tl.store(out_ptr + row * out_stride + offs, e * inv, mask=offs < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+''',
+    "loop_index_isinstance": '''
+import math
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    s = tl.sum(e, axis=0)
+    for k in range(0, 1):
+        # a loop's index: a block where Triton compiles, a Python int in the interpreter
+        inv = 1.0 / math.ldexp((1099511627776.0, s * 1099511627776.0)[isinstance(k, int)], -40)
+        tl.store(out_ptr + row * out_stride + offs, e * inv, mask=offs < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+''',
+}

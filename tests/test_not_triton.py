@@ -307,8 +307,9 @@ def test_a_branch_the_compiler_never_compiled_cannot_run(route, tmp_path):
     # The compiler decides `isinstance(tl.range(1), range)` when it compiles and never reads the branch; the
     # interpreter's objects decide it the other way. What the compiler did not visit raises if run.
     # (Triton 3.3's compiler knows no `hasattr` at all: it refuses that kernel outright)
+    # (or, since the compiler's values are checked, the condition itself stops it, at the line it is on)
     with pytest.raises(CheckFailed, match="ran Python that Triton's compiler did not compile|compiler rejects it|"
-                                          "reads Python's `hasattr`"):
+                                          "reads Python's `hasattr`|another value than Triton's compiler"):
         grader.check("day2.softmax", _softmax_of(getattr(answers, route), tmp_path, f"cheat_{route.lower()}"),
                      hidden=True)
 
@@ -373,7 +374,8 @@ def test_the_fourth_red_teams_routes_are_refused(route, tmp_path):
         grader.check("day2.softmax", _softmax_of(getattr(answers, route), tmp_path, f"cheat_{route.lower()}"),
                      hidden=True)
     said = str(failed.value)
-    assert any(why in said for why in ("did not compile", "Python's `getattr`", "variables of the function",
+    assert any(why in said for why in ("did not compile", "another value than Triton's compiler", "Python's `getattr`",
+                                       "variables of the function",
                                        "not a plain function", "outside a kernel's programs", "is not iterable",
                                        "compiler rejects it")), said   # (Triton 3.3's compiler refuses some outright)
 
@@ -409,7 +411,7 @@ def test_python_the_compiler_runs_on_constants_may_not_reach_past_triton(route, 
 def test_a_call_runs_only_what_was_compiled_for_a_call_like_it(tmp_path):
     # No module but Triton's: the branch compiled for the call with a string may not run for the call with a
     # block (a tuple's kind is its elements' kinds; "any" no longer matches every call).
-    with pytest.raises(CheckFailed, match="ran Python that Triton's compiler did not compile"):
+    with pytest.raises(CheckFailed, match="ran Python that Triton's compiler did not compile|another value than Triton"):
         grader.check("day2.softmax", _softmax_of(answers.UNION_OF_TWO_CALLS, tmp_path, "cheat_union_of_two_calls"),
                      hidden=True)
 
@@ -540,3 +542,43 @@ def softmax(x):
                                       BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
     return y
 '''
+
+
+@on_cpu_only
+@pytest.mark.parametrize("route", list(answers.VALUE_DIFFERENCES))
+def test_an_expression_that_gives_the_interpreter_another_value_than_the_compiler_stops_the_launch(route, tmp_path):
+    # The seventh red team's: no branch, a value selected by a condition the two decide differently
+    with pytest.raises(CheckFailed, match="another value than Triton's compiler|compiler rejects it") as failed:
+        grader.check("day2.softmax", _softmax_of(answers.VALUE_DIFFERENCES[route], tmp_path, f"cheat_{route}"),
+                     hidden=True)
+    assert "gave the compiler" in str(failed.value) or "compiler rejects it" in str(failed.value), str(failed.value)
+
+
+def test_a_value_agrees_with_what_the_compiler_had_only_where_it_could_be_the_same():
+    import math
+    import numpy as np
+    import triton.language as tl
+    from grader.student import gpu_compile
+
+    def kinds(*values, builtin=False):
+        return [__import__("json").loads(gpu_compile.value_kind(v, builtin)) for v in values]
+
+    block = tl.tensor(None, tl.float32)   # (a block's kind is its class: no values needed)
+    assert kinds(tl.constexpr(4), None, "text", (1, tl.constexpr(2.5)), math.exp, tl.exp) == \
+        [["c", 4], ["n"], ["s"], ["t", [["c", 1], ["c", 2.5]]], ["P"], ["T"]]
+    agrees = gpu_compile.agrees
+    # the same constant, also as the interpreter's float32 scalar and NumPy's numbers; NaN is NaN
+    assert agrees(kinds(0.1), np.float32(0.1)) and agrees(kinds(4), np.int64(4)) and agrees(kinds(True), 1)
+    assert agrees(kinds(float("nan")), float("nan")) and agrees(kinds(tl.constexpr(8)), tl.constexpr(8))
+    assert not agrees(kinds(0.0), 1.0) and not agrees(kinds(False), True) and not agrees(kinds(0.0), block)
+    # a block: the interpreter's block, or a number (a loop's index), or None (a libdevice function's)
+    assert agrees(kinds(block), block) and agrees(kinds(block), 3) and agrees(kinds(block), None)
+    assert not agrees(kinds(block), math.exp) and not agrees(kinds(block), "text")
+    # a tuple, element by element, a subclass read as a tuple
+    assert agrees(kinds((block, 2)), (3, 2)) and agrees(kinds((4, 5)), torch.Size([4, 5]))
+    assert not agrees(kinds((block, 2)), (block, 3)) and not agrees(kinds((4, 5)), (4,))
+    # Triton's objects for Triton's, Python's for Python's; a builtin's name either
+    assert agrees(kinds(tl.exp), tl.math.exp) and not agrees(kinds(tl.exp), math.exp)
+    assert agrees(kinds(math.exp), math.log) and not agrees(kinds(math.exp), tl.exp)
+    assert agrees(kinds(tl.minimum, builtin=True), min) and not agrees(kinds(tl.minimum, builtin=True), math.exp)
+    assert agrees(kinds(0.0) + kinds(block), block)   # any of the values the compiler had

@@ -72,6 +72,11 @@ CLASS = {
     "cheat_python_softmax": (answers.PYTHON_SOFTMAX_FROM_TEXT, 0, "math.exp of each value, from a chunk's text"),
     "honest_static_assert_format": (answers.honest_with(answers.HONEST_LINES["static_assert_format"][0]), 3,
                                     "tl.static_assert with a message made by str.format"),
+    # the seventh red team's
+    "cheat_value_by_selection": (answers.VALUE_DIFFERENCES["python_exp_by_argument_selection"], 0,
+                                 "math.exp of (0.0, block)[isinstance(tl.range(1), range)]: no branch"),
+    "cheat_value_by_is": (answers.VALUE_DIFFERENCES["no_python_function_is_and_percent"], 0,
+                          "`tl.constexpr(2) is 2` picks what \"%d\" % and ** read"),
 }
 # What the submission rules refuse (the cell is not run; its feedback names the rule)
 REFUSED = {"cheat_patches_the_grader": "assigns grader.check",

@@ -980,7 +980,7 @@ except Exception as e:
     sys.exit(0)
 from grader.student.gpu_compile import police_compile_time, record_visits
 visited = record_visits()
-police_compile_time()
+values = police_compile_time()
 print(MARK + json.dumps({"ready": True}), flush=True)
 folder = tempfile.mkdtemp(prefix="grader-frontend-")
 sys.path.insert(0, folder)
@@ -988,6 +988,7 @@ target = list(GRADING_TARGETS.values())[0]
 for n, line in enumerate(sys.stdin):
     request, failures, judged = json.loads(line), [], 0
     visited.clear()
+    values.clear()
     name = f"student_kernels_{n}"
     path = os.path.join(folder, name + ".py")
     pathlib.Path(path).write_text(request["module"])
@@ -1010,7 +1011,9 @@ for n, line in enumerate(sys.stdin):
         failures.append(["", f"{type(e).__name__}: {e}"])
     print(MARK + json.dumps({"failures": failures, "judged": judged,
                              "visited": {name: {kinds: sorted(nodes) for kinds, nodes in calls.items()}
-                                         for name, calls in visited.items()}}), flush=True)
+                                         for name, calls in visited.items()},
+                             "values": {name: {kinds: {i: sorted(v) for i, v in nodes.items()} for kinds, nodes in calls.items()}
+                                        for name, calls in values.items()}}), flush=True)
 '''
 _FRONTEND_MARK = "@@frontend@@"
 
@@ -1102,7 +1105,7 @@ def frontend_refusals(module: str, specs: list) -> list | None:
         return [("", f"Triton's compiler front end did not start ({e})")]
     if proc is None:
         return None
-    visited = {}
+    visited, values = {}, {}
     try:
         proc.stdin.write((json.dumps({"module": module, "specs": specs}, default=str) + "\n").encode())
         proc.stdin.flush()
@@ -1110,12 +1113,14 @@ def frontend_refusals(module: str, specs: list) -> list | None:
         verdict = [tuple(f) for f in reply["failures"]]
         visited = {name: {kinds: frozenset(nodes) for kinds, nodes in calls.items()}
                    for name, calls in reply["visited"].items()}
+        values = {name: {kinds: {int(i): frozenset(v) for i, v in nodes.items()} for kinds, nodes in calls.items()}
+                  for name, calls in reply.get("values", {}).items()}
     except (OSError, ValueError, KeyError, TypeError, TimeoutError, EOFError) as e:
         proc.kill()
         _stop_frontend(proc)
         _frontend_state.pop("proc", None)
         verdict = [("", f"Triton's compiler did not finish with it ({type(e).__name__})")]
-    _FRONTEND_DONE[key] = (verdict, visited)
+    _FRONTEND_DONE[key] = (verdict, visited, values)
     return verdict
 
 
@@ -1123,7 +1128,13 @@ def frontend_visited(module: str, specs: list) -> dict:
     """{function name: {the kinds of a call it was compiled for (record_visits): the indices (body_nodes) of
     the nodes of its body that Triton's code generator visited}} in the front end's compile of these
     launches (frontend_refusals, asked first)."""
-    return _FRONTEND_DONE.get(_request_key(module, specs), ((), {}))[1]
+    return _FRONTEND_DONE.get(_request_key(module, specs), ((), {}, {}))[1]
+
+
+def frontend_values(module: str, specs: list) -> dict:
+    """{function name: {the kinds of a call: {index in body_nodes: {value_kind}}}}: what each expression
+    gave the compiler in the front end's compile of these launches (frontend_refusals, asked first)."""
+    return _FRONTEND_DONE.get(_request_key(module, specs), ((), {}, {}))[2]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1198,12 +1209,14 @@ class CompileTimePython(Exception):
     """Python a kernel may not run at compile time (police_compile_time)."""
 
 
-def police_compile_time() -> None:
+def police_compile_time() -> dict:
     """In the front end's process: every value an expression of a notebook's kernel gives the compiler must
     be one of Triton's, a plain value or math's (_not_for_kernels); Python's functions it may call (math's,
     a string's methods) are handed no block, nor are `min` and `max` (the interpreter runs Python's, which
     are not elementwise); no text is formatted from a block; a print is called by its own name only (the
-    name the source's reading finds it by: gpu_compile.prints)."""
+    name the source's reading finds it by: gpu_compile.prints). Returns what it notes of the values the
+    expressions gave ({name: {call_kinds as JSON: {index in body_nodes: {value_kind}}}}, record_visits'
+    keys, which it needs called first), for the interpreter's copy to check (agrees)."""
     import triton.language as tl
     from triton.compiler import code_generator
     from triton.compiler.errors import CompilationError
@@ -1212,6 +1225,7 @@ def police_compile_time() -> None:
     not_on_blocks = {id(generator.builtin_namespace[name]): name for name in ("min", "max")}
     printing = {id(generator.builtin_namespace["print"]), id(tl.device_print), id(tl.static_print)}
     visit, binary = generator.visit, generator._apply_binary_method
+    values: dict = {}
 
     def refuse(self, node, message):
         raise CompilationError(getattr(getattr(self, "jit_fn", None), "src", None), node,
@@ -1231,6 +1245,12 @@ def police_compile_time() -> None:
         what = _not_for_kernels(value, builtins_ok)
         if what:
             refuse(self, node, f"`{text}` is {what}")
+        noted = vars(self).get("_grader_nodes")   # (function, kinds of call, {id(node): index}): record_visits'
+        if noted is not None and id(node) in noted[2] and isinstance(getattr(node, "ctx", ast.Load()), ast.Load):
+            builtin = isinstance(node, ast.Name) and node.id in generator.builtin_namespace \
+                and generator.builtin_namespace[node.id] is value and node.id not in getattr(self, "gscope", {})
+            values.setdefault(noted[0], {}).setdefault(noted[1], {}).setdefault(noted[2][id(node)], set()).add(
+                value_kind(value, builtin))
         held = value.value if isinstance(value, tl.constexpr) else value
         if id(held) in printing and not (id(node) in vars(self).get("_grader_callees", ()) and (
                 isinstance(node, ast.Name) and node.id == "print" or isinstance(node, ast.Attribute) and node.attr in _PRINTS)):
@@ -1253,6 +1273,7 @@ def police_compile_time() -> None:
         return binary(self, *args)
 
     generator.visit, generator._apply_binary_method = checked, checked_binary
+    return values
 
 
 class _Source:
@@ -1411,14 +1432,26 @@ def compiled_for(kinds, compiled: dict, constexprs: set) -> frozenset:
     """The nodes compiled for calls like this one (`kinds`, call_kinds in the interpreter) among `compiled`
     ({call_kinds as JSON: nodes}, record_visits'): for every compiled call whose arguments could be these
     (_kind_matches)."""
-    nodes = set()
-    for key, visited in compiled.items():
-        theirs = json.loads(key) if key != "launch" else None
-        if theirs is None or kinds is None or len(theirs) != len(kinds):
-            continue
-        if all(a[0] == b[0] and _kind_matches(a[1], b[1], a[0] in constexprs) for a, b in zip(kinds, theirs)):
-            nodes |= visited
-    return frozenset(nodes)
+    return frozenset().union(*(nodes for key, nodes in compiled.items() if _call_like(kinds, key, constexprs)))
+
+
+def values_compiled_for(kinds, values: dict, constexprs: set) -> dict:
+    """{index: {value_kind}}: what each expression gave the compiler in the calls like this one (`kinds`,
+    as compiled_for matches them) among `values` ({call_kinds as JSON: {index: {value_kind}}})."""
+    found: dict = {}
+    for key, nodes in values.items():
+        if _call_like(kinds, key, constexprs):
+            for i, kinds_there in nodes.items():
+                found[i] = found.get(i, frozenset()) | kinds_there
+    return found
+
+
+def _call_like(kinds, key: str, constexprs: set) -> bool:
+    """Whether a compiled call (`key`, call_kinds as JSON) could be one with these arguments' kinds."""
+    theirs = json.loads(key) if key != "launch" else None
+    if theirs is None or kinds is None or len(theirs) != len(kinds):
+        return False
+    return all(a[0] == b[0] and _kind_matches(a[1], b[1], a[0] in constexprs) for a, b in zip(kinds, theirs))
 
 
 def _does_nothing(node) -> bool:
@@ -1485,14 +1518,22 @@ def uncompiled(fdef, visited: frozenset) -> list:
 
 
 NOT_COMPILED = f"not compiled by Triton {os.urandom(6).hex()}"   # in a poisoned node's error: this process's
+VALUE_DIFFERS = f"another value than Triton's compiler {os.urandom(6).hex()}"   # in a disagreeing node's error
+_SAID_END = f" [{os.urandom(3).hex()}]"   # where the line's description in those errors ends
+_AGREE = f"_grader_agrees_{os.urandom(4).hex()}"   # the checker's name: a parameter of the function around the copy
 
 
-def poisoned(fn, compiler_def: str, source: str, poison: list, runs, transformer=None):
+def as_compiled(fn, compiler_def: str, source: str, poison: list, runs, transformer=None, values=None):
     """`fn` (whose interpreter's form is `runs`) rebuilt from `compiler_def` (the def handed to the compiler,
-    source_for_compiler) with each node of `poison` (body_nodes indices) an error the interpreter raises if
-    it gets there: a KeyError naming NOT_COMPILED and the line, by syntax alone (no name a notebook could
-    rebind). Positions are those of `source`, the function as its file has it; Triton's interpreter's own
-    rewrite (`transformer`, from 3.4) is applied as to any kernel; defaults are those `runs` has."""
+    source_for_compiler) as the compiler compiled it, for the interpreter:
+    - each node of `poison` (body_nodes indices) an error the interpreter raises if it gets there: a
+      KeyError naming NOT_COMPILED and the line, by syntax alone (no name a notebook could rebind);
+    - each expression of `values` ({index: {value_kind}}, what it gave the compiler) checked, each time it
+      runs, to give a value the compiler had for it (agrees), else a KeyError naming VALUE_DIFFERS. The
+      checker is a parameter of a function around the copy: a cell of its closure, which no name in the
+      notebook reaches.
+    Positions are those of `source`, the function as its file has it; Triton's interpreter's own rewrite
+    (`transformer`, from 3.4) is applied as to any kernel; defaults are those `runs` has."""
     tree = ast.parse(compiler_def)
     fdef = tree.body[0]
     original = ast.parse(source).body[0]
@@ -1505,65 +1546,246 @@ def poisoned(fn, compiler_def: str, source: str, poison: list, runs, transformer
                                                   for line in inspect.getsourcelines(fn)[0]].index(True)
     except (OSError, TypeError, ValueError):
         first = fn.__code__.co_firstlineno
+    index = {id(n): i for i, n in enumerate(nodes)}
+    poison, values = set(poison), dict(values or {})
     # An assertion's message is read by the compiler only if the assertion fails, by the interpreter at
     # every call: one the compiler did not read becomes its own source text (what a failure would show)
     messages = {id(part) for call in ast.walk(fdef) if _is_assertion(call)
                 for part in [*call.args[1:], *(k.value for k in call.keywords)]}
-    for i in poison:
-        node = nodes[i]
-        line = first + getattr(node, "lineno", 1) - 1
-        error = ast.Subscript(ast.Dict([], []), ast.Constant(f"{NOT_COMPILED}: line {line} of `{fn.__name__}`"),
-                              ast.Load())
-        if id(node) in messages:
-            error = ast.Constant(ast.unparse(node))
-        replacement = ast.Expr(error) if isinstance(node, ast.stmt) else error
-        ast.copy_location(replacement, node)
-        for parent in ast.walk(fdef):
-            for field, value in ast.iter_fields(parent):
-                if value is node:
-                    setattr(parent, field, replacement)
-                elif isinstance(value, list) and any(v is node for v in value):
-                    value[[v is node for v in value].index(True)] = replacement
+    lines = {}
+
+    class Rebuild(ast.NodeTransformer):
+        def visit(self, node):
+            i = index.get(id(node))
+            if i in poison:
+                line = first + getattr(node, "lineno", 1) - 1
+                error = ast.Subscript(ast.Dict([], []), ast.Constant(f"{NOT_COMPILED}: line {line} of `{fn.__name__}`{_SAID_END}"),
+                                      ast.Load())
+                if id(node) in messages:
+                    error = ast.Constant(ast.unparse(node))
+                return ast.copy_location(ast.Expr(error) if isinstance(node, ast.stmt) else error, node)
+            if i in values and _checkable(node):
+                lines[i] = (first + getattr(node, "lineno", 1) - 1, ast.unparse(node))   # (its text, before the checks)
+            node = self.generic_visit(node)
+            if i in lines:
+                return ast.copy_location(ast.Call(ast.Name(_AGREE, ast.Load()), [ast.Constant(i), node], []), node)
+            return node
+
+    fdef.body = [Rebuild().visit(statement) for statement in fdef.body]
     for arg in (*fdef.args.posonlyargs, *fdef.args.args, *fdef.args.kwonlyargs, fdef.args.vararg, fdef.args.kwarg):
         if arg is not None:
             arg.annotation = None   # (nothing of the notebook's runs when the def does)
     if transformer is not None:
         tree = transformer.visit(tree)
+    outer = ast.FunctionDef(name=_AGREE + "_around", args=ast.arguments(
+        posonlyargs=[], args=[ast.arg(_AGREE)], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        body=[*tree.body, ast.Return(ast.Name(fn.__name__, ast.Load()))], decorator_list=[], returns=None,
+        type_params=[])
+    tree = ast.Module([outer], type_ignores=[])
     ast.fix_missing_locations(tree)
     ast.increment_lineno(tree, first - 1)
     namespace: dict = {}
     exec(compile(tree, fn.__code__.co_filename, "exec"), fn.__globals__, namespace)
-    rebuilt = namespace[fn.__name__]
+    rebuilt = namespace[outer.name](_agreement(fn.__name__, {i: values[i] for i in lines}, lines))
     rebuilt.__defaults__, rebuilt.__kwdefaults__ = runs.__defaults__, runs.__kwdefaults__
     return rebuilt
 
 
-def dispatching(fn, compiler_def: str, source: str, calls: dict, base, transformer=None):
+def _checkable(node) -> bool:
+    """An expression whose value a call around it can check: one that is read (not a target), not a
+    constant, and not a part that only its parent's syntax takes (an f-string's field, a slice, a *)."""
+    return isinstance(node, ast.expr) and isinstance(getattr(node, "ctx", ast.Load()), ast.Load) \
+        and not isinstance(node, (ast.Constant, ast.FormattedValue, ast.Slice, ast.Starred, ast.Lambda)) \
+        and not (isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts))
+
+
+def _agreement(name: str, values: dict, lines: dict):
+    """The check an as_compiled copy calls on the value of each expression `values` names: the value, if
+    it agrees with what the compiler had, else a KeyError naming VALUE_DIFFERS and the line."""
+    kinds = {i: [json.loads(k) for k in v] for i, v in values.items()}
+    check, said = agrees, _said_kind
+
+    def agree(i, value):
+        if check(kinds[i], value):
+            return value
+        line, text = lines[i]
+        raise KeyError(f"{VALUE_DIFFERS}: line {line} of `{name}`, where `{text}` gave the compiler "
+                       f"{' or '.join(sorted({said(k) for k in kinds[i]}))}, and the interpreter {said(value, True)}{_SAID_END}")
+    return agree
+
+
+def _said_kind(kind, mine: bool = False) -> str:
+    """A value_kind (or, `mine`, a value of the interpreter's) in words, for a message."""
+    if mine:
+        import triton.language as tl
+        value = kind.value if isinstance(kind, tl.constexpr) else kind
+        if type(value) in (bool, int, float):
+            return repr(value)
+        kind = _kind(value, False, 0)
+        if kind[0] == "T" and not isinstance(value, getattr(tl.core, "base_value", tl.tensor)):
+            return f"Triton's {getattr(value, '__name__', type(value).__name__)}"
+        if kind[0] == "P":
+            return f"Python's {getattr(value, '__name__', type(value).__name__)}"
+    words = {"n": "None", "s": "text", "b": "a block", "B": "a builtin", "T": "one of Triton's objects",
+             "P": "a Python object"}
+    if kind[0] == "c":
+        return repr(kind[1])
+    if kind[0] == "t":
+        return "(" + ", ".join(_said_kind(k) for k in kind[1]) + ("," if len(kind[1]) == 1 else "") + ")"
+    return words[kind[0]]
+
+
+def dispatching(fn, compiler_def: str, source: str, calls: dict, base, transformer=None, values=None):
     """A stand-in for a helper `fn` that the interpreter calls in place of `base` (its rewrite, or its own
-    function): at each call, `base` with what the compiler did not compile for calls like it (compiled_for)
-    made to raise (poisoned; each variant made once). Its globals are the helper's, as the interpreter
-    expects of the functions it calls (it looks there for `tl`)."""
+    function): at each call, `base` as the compiler compiled it for calls like it (as_compiled, with what
+    was compiled for those calls (compiled_for) and what each expression gave the compiler there,
+    `values` being {call_kinds as JSON: {index: {value_kind}}}; each variant made once). Its globals are
+    the helper's, as the interpreter expects of the functions it calls (it looks there for `tl`)."""
     fdef = ast.parse(compiler_def).body[0]
     constexprs = {a.arg for a in (*fdef.args.posonlyargs, *fdef.args.args, *fdef.args.kwonlyargs) if a.annotation}
-    made, kinds_of, nodes_for, poison_of, rebuild = {}, call_kinds, compiled_for, uncompiled, poisoned
+    made, kinds_of, nodes_for, values_for, poison_of, rebuild = \
+        {}, call_kinds, compiled_for, values_compiled_for, uncompiled, as_compiled
 
     def call(*args, **kwargs):
-        nodes = nodes_for(kinds_of(fn, args, kwargs), calls, constexprs)
-        variant = made.get(nodes)
+        kinds = kinds_of(fn, args, kwargs)
+        nodes, checks = nodes_for(kinds, calls, constexprs), values_for(kinds, values or {}, constexprs)
+        key = (nodes, tuple(sorted(checks.items())))
+        variant = made.get(key)
         if variant is None:
             poison = poison_of(fdef, nodes)
-            variant = made[nodes] = rebuild(fn, compiler_def, source, poison, base, transformer) if poison else base
+            variant = made[key] = rebuild(fn, compiler_def, source, poison, base, transformer, checks) \
+                if poison or checks else base
         return variant(*args, **kwargs)
 
     return types.FunctionType(call.__code__, fn.__globals__, fn.__name__, None, call.__closure__)
 
 
-def not_compiled_line(error: BaseException) -> str | None:
-    """Where a poisoned node (poisoned) stopped a launch, from the error the launch raised; else None."""
+# ---------------------------------------------------------------------------------------------------
+# The same expression must give the compiler and the interpreter the same value. The compiler runs Python
+# (isinstance, a tuple's index, a dict's get) on its own objects; the interpreter runs it again on its own,
+# which differ (tl.range is Python's range there, a constexpr a plain int). A condition the two decide
+# differently need not branch: the seventh red team's `(0.0, block)[C]` is 0.0 to the compiler, which
+# every rule accepts, and the block to the interpreter, whose values `math.exp` then read. So the
+# compiler's process notes what each expression of a notebook's function gave it (value_kind), and the
+# interpreter's copy of the function checks each one against that (agrees): another value stops the launch.
+
+def value_kind(value, builtin: bool = False) -> str:
+    """What an expression gave Triton's compiler, as JSON the interpreter's process can check a value
+    against (agrees): ["c", number] for a number or bool, ["n"] None, ["s"] text, ["t", [...]] a tuple,
+    ["b"] a block (any of Triton's values), ["B"] a name of Triton's list of Python builtins (`min` is
+    Triton's to the compiler, Python's to the interpreter), ["T"] another object of Triton's (a function,
+    a dtype, a module), ["P"] any other (math's functions, Python's classes)."""
+    return json.dumps(_kind(value, builtin, 0))
+
+
+def _kind(value, builtin: bool, depth: int):
+    from triton.language import core
+    while isinstance(value, core.constexpr) and depth < 16:
+        value, depth = value.value, depth + 1
+    if value is None:
+        return ["n"]
+    if type(value) in (bool, int, float):
+        return ["c", value]
+    if type(value) in (str, bytes):
+        return ["s"]
+    if depth < 16 and (type(value) in (tuple, list) or isinstance(value, getattr(core, "tuple", ()))):
+        return ["t", [_kind(v, False, depth + 1) for v in getattr(value, "values", value)]]
+    if isinstance(value, (core.tensor, getattr(core, "tensor_descriptor_base", core.tensor))):
+        return ["b"]
+    if builtin:
+        return ["B"]
+    return ["T"] if _of_triton(value) else ["P"]
+
+
+def _of_triton(value) -> bool:
+    """Whether an object is Triton's: a module of Triton's, or a function, class or object whose module
+    (or whose partial's function's, as the interpreter's tl.multiple_of) is one of Triton's."""
+    if isinstance(value, functools.partial):
+        value = value.func
+    if isinstance(value, types.ModuleType):
+        module = getattr(value, "__name__", "")
+    elif isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+        module = getattr(value, "__module__", None) or ""
+    else:
+        module = type(value).__module__ or ""
+    return module.split(".")[0] == "triton"
+
+
+def agrees(kinds, value) -> bool:
+    """Whether the interpreter's `value` for an expression is one the compiler had for it (`kinds`, parsed
+    value_kind's): the same number (also as a 0-d block of the interpreter's, to its dtype's precision),
+    None, text, tuple; a block or a number where the compiler had a block (a loop's index is an int to the
+    interpreter); one of Triton's objects where it had one (the interpreter's stand-ins are Triton's too);
+    a Python builtin for a builtin's name; else any object not Triton's. Reads no method of the value's
+    own: a notebook's object cannot answer for itself."""
+    return any(_agrees(kind, value, 0) for kind in kinds)
+
+
+@functools.cache
+def _numpy_and_core():
+    import numpy
+    from triton.language import core
+    return numpy, core
+
+
+def _agrees(kind, value, depth: int) -> bool:
+    np, core = _numpy_and_core()
+    while isinstance(value, core.constexpr) and depth < 16:
+        value, depth = value.value, depth + 1
+    tag = kind[0]
+    block = isinstance(value, getattr(core, "base_value", core.tensor))
+    number = type(value) in (bool, int, float) or isinstance(value, (np.bool_, np.integer, np.floating))
+    if tag == "c":
+        if block:
+            data = getattr(getattr(value, "handle", None), "data", None)
+            if type(data) is not np.ndarray or data.shape not in ((), (1,)) or getattr(value, "shape", None):
+                return False
+            value, number = data.reshape(()), True
+        return number and _same_number(kind[1], value)
+    if tag == "n":
+        return value is None
+    if tag == "s":
+        return type(value) in (str, bytes)
+    if tag == "t":   # (a tuple's subclass too, torch.Size: its elements read as a tuple's, not by its methods)
+        items = getattr(value, "values", value) if isinstance(value, getattr(core, "tuple", ())) else value
+        items = list(tuple.__iter__(items)) if isinstance(items, tuple) else \
+            list(list.__iter__(items)) if isinstance(items, list) else None
+        return items is not None and len(items) == len(kind[1]) and depth < 16 \
+            and all(_agrees(k, v, depth + 1) for k, v in zip(kind[1], items))
+    if tag == "b":   # (None: a libdevice function's, whose body the interpreter runs; nothing of a block)
+        return block or number or value is None
+    if block or number or value is None or type(value) in (str, bytes, tuple, list):
+        return False
+    if tag == "B":
+        return _of_triton(value) or getattr(value, "__module__", None) == "builtins"
+    return _of_triton(value) == (tag == "T")
+
+
+def _same_number(theirs, mine) -> bool:
+    """A number the compiler had and one of the interpreter's: equal (NaN to NaN), or equal once the first
+    is rounded to the second's NumPy type (the interpreter makes an assigned constant a float32 block)."""
+    np = _numpy_and_core()[0]
+    if isinstance(mine, (np.ndarray, np.generic)):
+        try:
+            with np.errstate(all="ignore"):
+                rounded = np.asarray(theirs).astype(mine.dtype)
+        except (OverflowError, ValueError, TypeError):
+            return False
+        mine = mine.item()
+        if rounded.item() == mine or (rounded.item() != rounded.item() and mine != mine):
+            return True
+    return theirs == mine or (theirs != theirs and mine != mine)
+
+
+def not_compiled_line(error: BaseException) -> tuple | None:
+    """(why, where) an as_compiled copy stopped a launch, from the error the launch raised: why is
+    NOT_COMPILED (a node the compiler did not compile) or VALUE_DIFFERS (an expression that gave another
+    value than it gave the compiler); else None."""
     seen = 0
     while error is not None and seen < 8:
         for text in (*getattr(error, "args", ()), str(error)):
-            if isinstance(text, str) and NOT_COMPILED in text:
-                return text[text.index(NOT_COMPILED) + len(NOT_COMPILED) + 2:].split("'")[0].split('"')[0]
+            for why in (NOT_COMPILED, VALUE_DIFFERS):
+                if isinstance(text, str) and why in text and _SAID_END in text:
+                    return why, text[text.index(why) + len(why) + 2:text.index(_SAID_END)]
         error, seen = error.__cause__ or error.__context__, seen + 1
     return None

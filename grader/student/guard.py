@@ -1428,17 +1428,17 @@ def _as_compiled(executor, args, kwargs, record):
         where[key] = value
         reads.append((where, key, value))   # (and so it must stay until the launch ends)
 
-    def stand_in_for_the_launch(fn, compiler_def, source, calls, transformer, jit_objects, reads):
-        """A helper the compiler did not compile whole, for some call: for the launch the interpreter calls a
-        stand-in that runs it with what the compiler did not compile for a call like each one made to raise
-        (gpu_compile.dispatching), in place of its kept rewrite (Triton 3.4 on) and of its @triton.jit
-        object's function, which the interpreter calls itself for a tl.reduce or tl.associative_scan combine
-        function (and, before 3.4, for every helper)."""
-        as_run = gpu_compile.dispatching(fn, compiler_def, source, calls, kept.get(fn, fn), transformer)
+    def stand_in_for_the_launch(fn, compiler_def, source, calls, values, transformer, jit_objects, reads):
+        """A helper: for the launch the interpreter calls a stand-in that runs it, for each call, as the
+        compiler compiled it for a call like that one (gpu_compile.dispatching: what it did not compile made
+        to raise, each expression checked to give a value it gave the compiler), in place of its kept rewrite
+        (Triton 3.4 on) and of its @triton.jit object's function, which the interpreter calls itself for a
+        tl.reduce or tl.associative_scan combine function (and, before 3.4, for every helper)."""
+        as_run = gpu_compile.dispatching(fn, compiler_def, source, calls, kept.get(fn, fn), transformer, values)
         if rewriter is not None:
             reads[:] = [r for r in reads if not (r[0] is kept and r[1] is fn)]
             swap(kept, fn, as_run, reads)
-        as_written = gpu_compile.dispatching(fn, compiler_def, source, calls, fn) \
+        as_written = gpu_compile.dispatching(fn, compiler_def, source, calls, fn, None, values) \
             if transformer is not None and jit_objects else as_run
         for jit_object in jit_objects:
             swap(vars(jit_object), "fn", as_written, reads)
@@ -1469,22 +1469,25 @@ def _as_compiled(executor, args, kwargs, record):
             failures = gpu_compile.frontend_refusals(module, specs)
             if failures:
                 not_compiled(failures[0][0] or name, failures[0][1])
-            # what the compiler did not compile (a branch it decided at compile time) raises if run
+            # what the compiler did not compile (a branch it decided at compile time) raises if run, and an
+            # expression that gives another value than it gave the compiler stops the launch
             visited = gpu_compile.frontend_visited(module, specs)
+            values = gpu_compile.frontend_values(module, specs)
             jit_objects = [v for v in [*(value for _, _, value in reads), *handed] if gpu_compile._jit_fn(v) is not None]
             transformer = getattr(rewriter, "ast_transformer", None)
             for fn, source in reached.items():
                 compiler_def = gpu_compile.compiler_def(fn, source)
                 fdef = ast.parse(compiler_def).body[0]
-                calls = visited.get(fn.__name__, {})
+                calls, gave = visited.get(fn.__name__, {}), values.get(fn.__name__, {})
                 if fn is kernel:
                     poison = gpu_compile.uncompiled(fdef, calls.get("launch", frozenset()))
-                    if poison:
-                        swap(vars(executor), "fn", gpu_compile.poisoned(fn, compiler_def, source, poison, executor.fn,
-                                                                        transformer), reads)
-                elif not calls or any(gpu_compile.uncompiled(fdef, nodes) for nodes in calls.values()):
+                    checks = gave.get("launch", {})
+                    if poison or checks:
+                        swap(vars(executor), "fn", gpu_compile.as_compiled(fn, compiler_def, source, poison, executor.fn,
+                                                                           transformer, checks), reads)
+                elif not calls or gave or any(gpu_compile.uncompiled(fdef, nodes) for nodes in calls.values()):
                     objects = list({id(v): v for v in jit_objects if gpu_compile._jit_fn(v) is fn}.values())
-                    stand_in_for_the_launch(fn, compiler_def, source, calls, transformer, objects, reads)
+                    stand_in_for_the_launch(fn, compiler_def, source, calls, gave, transformer, objects, reads)
         else:
             changed = gpu_compile.reads_changed(checked[0])
             if changed:
@@ -1519,11 +1522,17 @@ def _as_compiled(executor, args, kwargs, record):
         try:
             yield
         except Exception as error:
-            line = gpu_compile.not_compiled_line(error)
-            if line is None:
+            stopped = gpu_compile.not_compiled_line(error)
+            if stopped is None:
                 raise
-            said = (f"kernel `{name}` ran Python that Triton's compiler did not compile ({line}: a branch the compiler "
-                    f"decided the other way when it compiled, where the interpreter's objects differ)")
+            why, line = stopped
+            if why == gpu_compile.NOT_COMPILED:
+                said = (f"kernel `{name}` ran Python that Triton's compiler did not compile ({line}: a branch the "
+                        f"compiler decided the other way when it compiled, where the interpreter's objects differ)")
+            else:
+                said = (f"kernel `{name}` computed, at {line}, another value than Triton's compiler did when it "
+                        f"compiled that line (Python that tells the interpreter's objects from the compiler's: "
+                        f"what a GPU runs is what the compiler computed)")
             if said not in record.not_triton:
                 record.not_triton.append(said)
             raise Refused(said) from error
