@@ -1380,6 +1380,7 @@ def _text(value) -> bool:
 
 
 _SIGNATURES: dict = {}
+_POSITIONAL: dict = {}   # function: its parameters' names, where all are plain positional-or-keyword ones
 
 
 def call_kinds(fn, args, kwargs) -> list | None:
@@ -1388,6 +1389,11 @@ def call_kinds(fn, args, kwargs) -> list | None:
     signature = _SIGNATURES.get(fn)
     if signature is None:
         signature = _SIGNATURES[fn] = inspect.signature(fn)
+        fn_positional = all(p.kind is p.POSITIONAL_OR_KEYWORD for p in signature.parameters.values())
+        _POSITIONAL[fn] = tuple(signature.parameters) if fn_positional else None
+    names = _POSITIONAL.get(fn)
+    if names is not None and not kwargs and len(args) == len(names):   # (the common call, without binding:
+        return [[name, _call_kind(value)] for name, value in zip(names, args)]   # a combine function's, per element)
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError:
@@ -1433,6 +1439,11 @@ def compiled_for(kinds, compiled: dict, constexprs: set) -> frozenset:
     ({call_kinds as JSON: nodes}, record_visits'): for every compiled call whose arguments could be these
     (_kind_matches)."""
     return frozenset().union(*(nodes for key, nodes in compiled.items() if _call_like(kinds, key, constexprs)))
+
+
+def _frozen(kinds):
+    """call_kinds' lists as tuples: a key for a dict."""
+    return tuple(_frozen(k) for k in kinds) if isinstance(kinds, list) else kinds
 
 
 def values_compiled_for(kinds, values: dict, constexprs: set) -> dict:
@@ -1603,10 +1614,18 @@ def _agreement(name: str, values: dict, lines: dict):
     """The check an as_compiled copy calls on the value of each expression `values` names: the value, if
     it agrees with what the compiler had, else a KeyError naming VALUE_DIFFERS and the line."""
     kinds = {i: [json.loads(k) for k in v] for i, v in values.items()}
-    check, said = agrees, _said_kind
+    check, said, tensor = agrees, _said_kind, _numpy_and_core()[1].tensor
+    blocks = {i for i, k in kinds.items() if ["b"] in k}
+    # the function or module that last agreed at each node: the same object agrees again (a combine
+    # function's `tl.maximum`, read for every pair of elements, is checked once)
+    agreed = dict.fromkeys(kinds)
 
     def agree(i, value):
+        if type(value) is tensor and i in blocks or value is agreed[i]:
+            return value
         if check(kinds[i], value):
+            if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type)):
+                agreed[i] = value
             return value
         line, text = lines[i]
         raise KeyError(f"{VALUE_DIFFERS}: line {line} of `{name}`, where `{text}` gave the compiler "
@@ -1646,15 +1665,20 @@ def dispatching(fn, compiler_def: str, source: str, calls: dict, base, transform
     made, kinds_of, nodes_for, values_for, poison_of, rebuild = \
         {}, call_kinds, compiled_for, values_compiled_for, uncompiled, as_compiled
 
+    by_kinds, frozen = {}, _frozen
+
     def call(*args, **kwargs):
         kinds = kinds_of(fn, args, kwargs)
-        nodes, checks = nodes_for(kinds, calls, constexprs), values_for(kinds, values or {}, constexprs)
-        key = (nodes, tuple(sorted(checks.items())))
-        variant = made.get(key)
+        variant = by_kinds.get(frozen(kinds))
         if variant is None:
-            poison = poison_of(fdef, nodes)
-            variant = made[key] = rebuild(fn, compiler_def, source, poison, base, transformer, checks) \
-                if poison or checks else base
+            nodes, checks = nodes_for(kinds, calls, constexprs), values_for(kinds, values or {}, constexprs)
+            key = (nodes, tuple(sorted(checks.items())))
+            variant = made.get(key)
+            if variant is None:
+                poison = poison_of(fdef, nodes)
+                variant = made[key] = rebuild(fn, compiler_def, source, poison, base, transformer, checks) \
+                    if poison or checks else base
+            by_kinds[frozen(kinds)] = variant
         return variant(*args, **kwargs)
 
     return types.FunctionType(call.__code__, fn.__globals__, fn.__name__, None, call.__closure__)
