@@ -369,9 +369,10 @@ def _kernel_module(kernel) -> str:
     """The source of a @triton.jit kernel and of the @triton.jit functions, modules and constants it
     uses, as one importable module: as the grader's GPU compile check writes it."""
     from grader.student import gpu_compile
-    kernels: dict = {}
-    gpu_compile._collect(_jit_function(kernel), kernels)
-    return gpu_compile._module_text(kernels)
+    module, refused, _, _ = gpu_compile.source_for_compiler(_jit_function(kernel))
+    if refused:
+        raise ValueError(f"this kernel reads {', '.join(refused[:3])}")
+    return module
 
 
 def compile_for_gpu(kernel, *args, target: str = "sm_90", num_warps: int = 4, num_stages: int = 3,

@@ -253,27 +253,42 @@ def enabled() -> bool:
 def check(launches: list) -> tuple:
     """(how many compiles were judged, [(kernel name, target name, the compiler's message) of each that
     failed], [resource_usage of each kernel compiled for the grading GPU, with its kernel's name]).
-    (0, [], []) when nothing could be judged."""
-    kernels, seen = {}, set()
-    specs = []
+    (0, [], []) when nothing could be judged. Each kernel is compiled from the module the front end is
+    handed at its launches (source_for_compiler), with the @triton.jit functions its launches hand it."""
+    modules, seen = {}, set()
     for kernel, args, kwargs in launches:
         key = (id(kernel), json.dumps([args, kwargs], sort_keys=True, default=str))
         if key in seen:
             continue
         seen.add(key)
+        handed = [kernel.fn.__globals__.get(d["jit"]) for d in [*args, *kwargs.values()]
+                  if isinstance(d, dict) and set(d) == {"jit"}]   # (@triton.jit functions handed in, by name)
         try:
-            _collect(kernel, kernels)
-            for described in [*args, *kwargs.values()]:   # @triton.jit functions handed in, by their names
-                handed = kernel.fn.__globals__.get(described["jit"]) if isinstance(described, dict) \
-                    and set(described) == {"jit"} else None
-                if type(handed).__name__ in ("InterpretedFunction", "JITFunction"):
-                    _collect(handed, kernels)
+            module, refused, _, _ = source_for_compiler(kernel, [h for h in handed if _jit_fn(h) is not None])
         except (OSError, TypeError, SyntaxError, ValueError):
-            return 0, [], []    # the source cannot be had (a kernel typed at a prompt, say): no verdict
-        specs.append({"kernel": kernel.fn.__name__, "args": args, "kwargs": kwargs})
-    if not specs:
-        return 0, [], []
-    return _compile_in_child(_module_text(kernels), specs)
+            continue    # the source cannot be had (a kernel typed at a prompt, say): no verdict for it
+        if not refused:   # (what it cannot copy the front end has refused, or gives no verdict on)
+            modules.setdefault(module, []).append(_with_defaults(kernel.fn, args, kwargs))
+    judged, failures, usage = 0, [], []
+    for module, specs in modules.items():
+        n, failed, used = _compile_in_child(module, specs)
+        judged, failures, usage = judged + n, failures + failed, usage + used
+    return judged, failures, usage
+
+
+def _with_defaults(fn, args, kwargs) -> dict:
+    """A launch (described, as `launch` gives it) with the kernel's defaults for what it did not pass, as the
+    front end was handed it: the module has no default expressions (compiler_def)."""
+    options = {k: v for k, v in kwargs.items() if k in ("num_warps", "num_stages")}
+    try:
+        signature = inspect.signature(fn)
+        bound = signature.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
+    except (TypeError, ValueError):
+        return {"kernel": fn.__name__, "args": list(args), "kwargs": kwargs}
+    for name, parameter in signature.parameters.items():
+        if name not in bound.arguments and parameter.default is not inspect.Parameter.empty:
+            bound.arguments[name] = _describe(parameter.default)
+    return {"kernel": fn.__name__, "args": [], "kwargs": {**bound.arguments, **options}}
 
 
 _DONE: dict = {}   # what was compiled already in this process, and what the compiler said
@@ -385,33 +400,6 @@ def compile_jobs(module, specs: list, unknown: list | None = None) -> dict:
     return jobs
 
 
-def _collect(kernel, kernels: dict) -> None:
-    """The source of an interpreted @triton.jit function and, recursively, of those it calls."""
-    fn = kernel.fn
-    if fn.__name__ in kernels:
-        return
-    kernels[fn.__name__] = (_def_source(fn), {})
-    names = set()
-    _names_used(fn.__code__, names)
-    for name in sorted(names):
-        value = fn.__globals__.get(name)
-        if type(value).__name__ in ("InterpretedFunction", "JITFunction"):   # (a lecture compiles either)
-            _collect(value, kernels)
-        elif isinstance(value, types.ModuleType):
-            kernels[fn.__name__][1][name] = f"import {value.__name__} as {name}"
-        elif isinstance(value, (bool, int, float)):
-            kernels[fn.__name__][1][name] = f"{name} = {value!r}"
-        elif hasattr(value, "value") and type(value).__name__ == "constexpr":
-            kernels[fn.__name__][1][name] = f"{name} = triton.language.constexpr({value.value!r})"
-
-
-def _names_used(code, names: set) -> None:
-    names.update(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            _names_used(const, names)
-
-
 def _def_source(fn) -> str:
     """The function's source from its `def` on: its decorators (autotune, heuristics) stay here."""
     source = textwrap.dedent(inspect.getsource(fn))
@@ -473,14 +461,6 @@ def describe_usage(usage: list, most: int = 4) -> list:
                      f"{fit.fraction:.0%} occupancy, limited by {fit.limited_by})")
         lines.append(line + ".")
     return lines
-
-
-def _module_text(kernels: dict) -> str:
-    header = ["import triton", "import triton.language as tl"]
-    for _, globals_ in kernels.values():
-        header += [line for line in globals_.values() if line not in header]
-    bodies = [f"@triton.jit\n{source}" for source, _ in kernels.values()]
-    return "\n".join(header) + "\n\n\n" + "\n\n\n".join(bodies) + "\n"
 
 
 # The child: import the kernels (as a file, so Triton can read their source), compile each launch's
