@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader import _PACKAGE_DIR
 from grader.compare import poison_
-from grader.student import bounds, gpu_compile
+from grader.student import bounds, gpu_compile, lane_races
 
 # ATen ops a wrapper may use: allocation, views, layout and bookkeeping. Everything else computes.
 ALLOWED_OPS = frozenset("""
@@ -2147,6 +2147,7 @@ def _install() -> None:
             setattr(raw, name, functools.partial(_builder_wrapper(name, lambda _, *a, f=getattr(raw, name), **k: f(*a, **k)),
                                                  None))
     bounds.install()   # in the CPU interpreter: loads and stores outside the kernel's tensors
+    lane_races.install()   # ... and a load of what another lane of the program stored, with no barrier
 
 
 _install()
