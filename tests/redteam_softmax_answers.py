@@ -2018,6 +2018,13 @@ HONEST_LINES = {
     "libdevice": ("z = libdevice.exp(tl.zeros([BLOCK_SIZE], tl.float32))", "from triton.language.extra import libdevice\n"),
     "triton_cdiv": ("WARPS: tl.constexpr = triton.cdiv(BLOCK_SIZE, 32)", ""),
     "min_of_constexprs": ("SMALL: tl.constexpr = min(BLOCK_SIZE, 64)", ""),
+    # the honest sweep of days 3 to 5 (Triton's matmul tutorial's `min` of two scalars; a block's methods),
+    # and an f-string of a constexpr global with a format spec, which the compiler ignores
+    "min_of_scalars": ("first = min(tl.program_id(0), n_cols - 1)", ""),
+    "block_methods": ("z = tl.zeros([BLOCK_SIZE], tl.float32).sum(axis=0) + tl.zeros([BLOCK_SIZE], tl.float32).max(axis=0)",
+                      ""),
+    "fstring_of_a_constexpr": ('tl.static_assert(BLOCK_SIZE >= LEAST, f"BLOCK_SIZE is {BLOCK_SIZE:d}, under {LEAST}")',
+                               "LEAST = tl.constexpr(1)\n"),
 }
 
 # honest: Triton's elementwise minimum and maximum (in Triton 3.3 the very functions its compiler takes
@@ -2201,6 +2208,138 @@ def softmax(x):
     y = torch.empty_like(x)
     softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
                                       BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+''',
+}
+
+
+# The eighth red team's, against the value checks: a dtype named by a constexpr's text (text was compared by
+# kind only, dtypes not at all), a condition that differs in one iteration of a tl.static_range (each node's
+# values were one set over the iterations), and a row's sums computed by a @triton.constexpr_function from
+# the text of a block's bound method, carried from call to call in a list default.
+EIGHTH_TEAM = {
+    "dtype_named_by_text": '''@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    # a dtype named by text: "int1" where Triton compiles (f"{constexpr(0)}" is "0"), "fp32" in the interpreter
+    D = tl.dtype(f"{tl.constexpr(0)}".replace("constexpr[0]", "fp32").replace("0", "int1"))
+    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=0.0).to(D).to(tl.float32)
+    x = tl.where(mask, x, -float("inf"))
+    m = tl.max(x, axis=0)
+    e = tl.exp(x - m)
+    tl.store(y_ptr + row * y_stride + offs, e / tl.sum(e, axis=0), mask=mask)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+''',
+    "static_range_union": '''@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=-float("inf"))
+    m = tl.max(x, axis=0)
+    e = tl.exp(x - m)
+    out = e * 0.0
+    for k in tl.static_range(2):
+        # compiler: False at k=0 (a tl.range object), True at k=1; the interpreter: True at both (its tl.range
+        # makes Python's range). Each node's values are the union over both unrolled iterations: they agree.
+        if isinstance((tl.range if k == 0 else range)(1), range):
+            out += 0.5 * (e / tl.sum(e, axis=0))
+        else:
+            out += 0.5 * e
+    tl.store(y_ptr + row * y_stride + offs, out, mask=mask)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+''',
+    "python_sum_from_bound_method_text": '''import math
+
+
+@triton.constexpr_function
+def sum_bit(xt, mt, b, memo=["", "", 0]):
+    # Python: parse the row chunk and its max from their texts, sum exp(x - m), hand back bit b of the sum's
+    # float32 bits as a dtype's name (the only thing a kernel is checked for is that this is text)
+    if memo[0] != xt or memo[1] != mt:
+        m = 0.0
+        for i in range(len(mt) - 6):
+            if mt[i:i + 6] == "array(":
+                j = i + 6
+                while_ok = True
+                for k in range(j, len(mt)):
+                    if while_ok and not (mt[k] in "0123456789.-+e[ "):
+                        while_ok = False
+                        tok = mt[j:k]
+                        if len(tok) > 0 and tok[0] == "[":
+                            tok = tok[1:]
+                        if len(tok) > 0 and tok[0] in "-0123456789":
+                            m = float(tok)
+        s = 0.0
+        start = -1
+        first = len(xt)
+        last = 0
+        for i in range(len(xt) - 7):
+            if first == len(xt) and xt[i:i + 7] == "array([":
+                first = i + 7
+        for i in range(first, len(xt)):
+            if last == 0 and xt[i] == "]":
+                last = i
+        for i in range(first, last + 1):
+            if start < 0 and (xt[i] in "0123456789" or (xt[i] == "-" and i + 1 < len(xt) and xt[i + 1] in "0123456789")):
+                start = i
+            elif start >= 0 and not (xt[i] in "0123456789.-+e"):
+                s += math.exp(min(float(xt[start:i]) - m, 0.0))
+                start = -1
+        bits = 0
+        if s > 0:
+            fm, fe = math.frexp(s)
+            mant = int(round((2 * fm - 1) * 8388608))
+            big = fe + 126
+            if mant >= 8388608:
+                mant = 0
+                big = big + 1
+            if big > 0:
+                bits = big * 8388608 + mant
+        memo[0] = xt
+        memo[1] = mt
+        memo[2] = bits
+    return "fp32" if (memo[2] // (2 ** b)) % 2 == 1 else "fp16"
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = tl.full((), -float("inf"), tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        xc = tl.load(x_ptr + row * x_stride + start + offs, mask=start + offs < n_cols, other=-float("inf"))
+        m = tl.maximum(m, tl.max(xc, axis=0))
+    total = tl.full((), 0.0, tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        xc = tl.load(x_ptr + row * x_stride + start + offs, mask=start + offs < n_cols, other=-float("inf"))
+        acc = tl.full((), 0, tl.int32)
+        for b in tl.static_range(31):
+            # the interpreter's text of a bound method holds the block's values (its repr); the compiler's, none
+            D = tl.dtype(sum_bit(f"{tl.constexpr(xc.to)}", f"{tl.constexpr(m.to)}", b))
+            bit = (tl.full((), 1e-30, D).to(tl.float32) > 0).to(tl.int32)
+            acc += bit * (1 << b)
+        total += acc.to(tl.float32, bitcast=True)
+    for start in range(0, n_cols, BLOCK):
+        xc = tl.load(x_ptr + row * x_stride + start + offs, mask=start + offs < n_cols, other=-float("inf"))
+        tl.store(y_ptr + row * y_stride + start + offs, tl.exp(xc - m) / total, mask=start + offs < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK=512)
     return y
 ''',
 }

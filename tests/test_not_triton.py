@@ -470,9 +470,10 @@ def test_a_print_under_another_name_fails_the_check(tmp_path):
 
 @pytest.mark.parametrize("line", list(answers.HONEST_LINES))
 def test_the_sixth_red_teams_honest_lines_pass(line, tmp_path):
-    if line in ("dtype_methods", "math_constant", "constexpr_tuple_global") \
+    if line in ("dtype_methods", "math_constant", "constexpr_tuple_global", "block_methods") \
             and tuple(int(p) for p in triton.__version__.split(".")[:2]) < (3, 4):
-        pytest.skip("Triton 3.3's own compiler refuses `and` of plain values and a constexpr tuple's items")
+        pytest.skip("Triton 3.3's own compiler refuses `and` of plain values, a constexpr tuple's items and a "
+                    "block's methods such as .sum()")
     code, before = answers.HONEST_LINES[line]
     grader.check("day2.softmax", _softmax_of(answers.honest_with(code, before), tmp_path, f"honest_line_{line}"),
                  hidden=True)
@@ -547,11 +548,12 @@ def softmax(x):
 @on_cpu_only
 @pytest.mark.parametrize("route", list(answers.VALUE_DIFFERENCES))
 def test_an_expression_that_gives_the_interpreter_another_value_than_the_compiler_stops_the_launch(route, tmp_path):
-    # The seventh red team's: no branch, a value selected by a condition the two decide differently
-    with pytest.raises(CheckFailed, match="another value than Triton's compiler|compiler rejects it") as failed:
+    # The seventh red team's: no branch, a value selected by a condition the two decide differently. (An
+    # f-string's text is now the compiler's in the interpreter too: that condition no longer differs, and
+    # the kernel computes what a GPU would, which is not the softmax.)
+    with pytest.raises(CheckFailed, match="another value than Triton's compiler|compiler rejects it|elements differ"):
         grader.check("day2.softmax", _softmax_of(answers.VALUE_DIFFERENCES[route], tmp_path, f"cheat_{route}"),
                      hidden=True)
-    assert "gave the compiler" in str(failed.value) or "compiler rejects it" in str(failed.value), str(failed.value)
 
 
 def test_a_value_agrees_with_what_the_compiler_had_only_where_it_could_be_the_same():
@@ -565,7 +567,7 @@ def test_a_value_agrees_with_what_the_compiler_had_only_where_it_could_be_the_sa
 
     block = tl.tensor(None, tl.float32)   # (a block's kind is its class: no values needed)
     assert kinds(tl.constexpr(4), None, "text", (1, tl.constexpr(2.5)), math.exp, tl.exp) == \
-        [["c", 4], ["n"], ["s"], ["t", [["c", 1], ["c", 2.5]]], ["P"], ["T"]]
+        [["c", 4], ["n"], ["s", "text"], ["t", [["c", 1], ["c", 2.5]]], ["P"], ["T"]]
     agrees = gpu_compile.agrees
     # the same constant, also as the interpreter's float32 scalar and NumPy's numbers; NaN is NaN
     assert agrees(kinds(0.1), np.float32(0.1)) and agrees(kinds(4), np.int64(4)) and agrees(kinds(True), 1)
@@ -582,3 +584,31 @@ def test_a_value_agrees_with_what_the_compiler_had_only_where_it_could_be_the_sa
     assert agrees(kinds(math.exp), math.log) and not agrees(kinds(math.exp), tl.exp)
     assert agrees(kinds(tl.minimum, builtin=True), min) and not agrees(kinds(tl.minimum, builtin=True), math.exp)
     assert agrees(kinds(0.0) + kinds(block), block)   # any of the values the compiler had
+
+
+@on_cpu_only
+@pytest.mark.parametrize("route", list(answers.EIGHTH_TEAM))
+def test_the_eighth_red_teams_routes_fail(route, tmp_path):
+    # Text is compared by value (the interpreter's f-strings made as the compiler makes them), a dtype by
+    # its name, each iteration of an unrolled loop on its own; a constexpr function keeps no state and a
+    # constexpr holds no block's method. The first now computes in the interpreter what a GPU computes.
+    if route == "python_sum_from_bound_method_text" and not hasattr(triton, "constexpr_function"):
+        pytest.skip("@triton.constexpr_function is Triton 3.5+")
+    with pytest.raises(CheckFailed, match="another value than Triton's compiler|elements differ|does more than "
+                                          "arithmetic|compiler rejects it"):
+        grader.check("day2.softmax", _softmax_of(answers.EIGHTH_TEAM[route], tmp_path, f"cheat_{route}"),
+                     hidden=True)
+
+
+def test_text_and_dtypes_agree_by_value_and_an_unrolled_loops_iterations_each_on_its_own():
+    import json
+    import triton.language as tl
+    from grader.student import gpu_compile
+    text, fp32 = json.loads(gpu_compile.value_kind("0")), json.loads(gpu_compile.value_kind(tl.float32))
+    assert gpu_compile.agrees([text], "0") and not gpu_compile.agrees([text], "constexpr[0]")
+    assert gpu_compile.agrees([fp32], tl.float32) and not gpu_compile.agrees([fp32], tl.int1)
+    values = {5: {"[0]": frozenset({gpu_compile.value_kind(False)}), "[1]": frozenset({gpu_compile.value_kind(True)})}}
+    agree = gpu_compile._agreement("kernel", values, {5: (3, "C")})
+    assert agree(5, False, (0,)) is False and agree(5, True, (1,)) is True
+    with pytest.raises(KeyError, match="unrolled iteration 0"):
+        agree(5, True, (0,))

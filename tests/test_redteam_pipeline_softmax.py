@@ -77,6 +77,9 @@ CLASS = {
                                  "math.exp of (0.0, block)[isinstance(tl.range(1), range)]: no branch"),
     "cheat_value_by_is": (answers.VALUE_DIFFERENCES["no_python_function_is_and_percent"], 0,
                           "`tl.constexpr(2) is 2` picks what \"%d\" % and ** read"),
+    # the eighth red team's
+    "cheat_static_range_union": (answers.EIGHTH_TEAM["static_range_union"], 0,
+                                 "a condition that differs in one iteration of a tl.static_range"),
 }
 # What the submission rules refuse (the cell is not run; its feedback names the rule)
 REFUSED = {"cheat_patches_the_grader": "assigns grader.check",

@@ -856,6 +856,14 @@ def _constexpr_function(name: str, value) -> str | None:
     local = {a.arg for a in arguments} | {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
                                           and isinstance(n.ctx, ast.Store)}
     lines = []
+    # No state kept from one call to the next: a default that is a list, a store into an item (a red team's
+    # `memo=[...]` carried what it had read of one call's text into the next)
+    if any(isinstance(sub, (ast.List, ast.Dict, ast.Set)) for d in [*node.args.defaults, *node.args.kw_defaults]
+           if d is not None for sub in ast.walk(d)) or \
+            any(isinstance(t, (ast.Subscript, ast.Attribute)) for sub in ast.walk(node)
+                if isinstance(sub, (ast.Assign, ast.AugAssign))
+                for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])):
+        return None
     for part in [*node.body, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
         for sub in ast.walk(part):
             if isinstance(sub, ast.stmt) and not isinstance(sub, _CONSTEXPR_STATEMENTS):
@@ -992,7 +1000,8 @@ for n, line in enumerate(sys.stdin):
     print(MARK + json.dumps({"failures": failures, "judged": judged,
                              "visited": {name: {kinds: sorted(nodes) for kinds, nodes in calls.items()}
                                          for name, calls in visited.items()},
-                             "values": {name: {kinds: {i: sorted(v) for i, v in nodes.items()} for kinds, nodes in calls.items()}
+                             "values": {name: {kinds: {i: sorted(v) if i == "static" else {k: sorted(s) for k, s in v.items()}
+                                                       for i, v in nodes.items()} for kinds, nodes in calls.items()}
                                         for name, calls in values.items()}}), flush=True)
 '''
 _FRONTEND_MARK = "@@frontend@@"
@@ -1093,7 +1102,9 @@ def frontend_refusals(module: str, specs: list) -> list | None:
         verdict = [tuple(f) for f in reply["failures"]]
         visited = {name: {kinds: frozenset(nodes) for kinds, nodes in calls.items()}
                    for name, calls in reply["visited"].items()}
-        values = {name: {kinds: {int(i): frozenset(v) for i, v in nodes.items()} for kinds, nodes in calls.items()}
+        values = {name: {kinds: {i if i == "static" else int(i): frozenset(v) if i == "static" else
+                                 {key: frozenset(s) for key, s in v.items()} for i, v in nodes.items()}
+                         for kinds, nodes in calls.items()}
                   for name, calls in reply.get("values", {}).items()}
     except (OSError, ValueError, KeyError, TypeError, TimeoutError, EOFError) as e:
         proc.kill()
@@ -1149,7 +1160,7 @@ def record_visits() -> dict:
                     and _compiling_students(self):   # (not Triton's own @triton.jit functions, which share names)
                 fdef = node.body[0]
                 kinds = json.dumps(calls[-1]) if calls else "launch"
-                nodes = self._grader_nodes = (fdef.name, kinds, {id(n): i for i, n in enumerate(body_nodes(fdef))})
+                nodes = self._grader_nodes = (fdef.name, kinds, {id(n): i for i, n in enumerate(body_nodes(fdef))}, fdef)
             if nodes is not None and id(node) in nodes[2]:
                 visited.setdefault(nodes[0], {}).setdefault(nodes[1], set()).add(nodes[2][id(node)])
             return method(self, node, *args, **kwargs)
@@ -1225,11 +1236,21 @@ def police_compile_time() -> dict:
         what = _not_for_kernels(value, builtins_ok)
         if what:
             refuse(self, node, f"`{text}` is {what}")
-        noted = vars(self).get("_grader_nodes")   # (function, kinds of call, {id(node): index}): record_visits'
+        noted = vars(self).get("_grader_nodes")   # (function, kinds of call, {id(node): index}, def): record_visits'
         if noted is not None and id(node) in noted[2] and isinstance(getattr(node, "ctx", ast.Load()), ast.Load):
             builtin = isinstance(node, ast.Name) and node.id in generator.builtin_namespace \
                 and generator.builtin_namespace[node.id] is value and node.id not in getattr(self, "gscope", {})
-            values.setdefault(noted[0], {}).setdefault(noted[1], {}).setdefault(noted[2][id(node)], set()).add(
+            loops = vars(self).get("_grader_loops")
+            if loops is None:
+                loops = self._grader_loops = (_enclosing_loops(noted[3]), set())
+            if id(node) in loops[0]["iterators"] and _unwrapped(value) is tl.static_range:
+                loops[1].add(id(loops[0]["iterators"][id(node)]))   # (a loop the compiler unrolls)
+            static = values.setdefault(noted[0], {}).setdefault(noted[1], {}).setdefault("static", set())
+            static |= {noted[2][i] for i in loops[1] if i in noted[2]}
+            # the values of the indices of the unrolled loops around it: what it gave in each iteration
+            key = json.dumps([_unwrapped(self.lscope.get(f.target.id)) for f in loops[0].get(id(node), ())
+                              if id(f) in loops[1]])
+            values[noted[0]][noted[1]].setdefault(noted[2][id(node)], {}).setdefault(key, set()).add(
                 value_kind(value, builtin))
         held = value.value if isinstance(value, tl.constexpr) else value
         if id(held) in printing and not (id(node) in vars(self).get("_grader_callees", ()) and (
@@ -1241,7 +1262,7 @@ def police_compile_time() -> dict:
             name = not_on_blocks[id(held)]
             return _handed_no_blocks(held, lambda: refuse(
                 self, node, f"Python's `{name}` is handed a block: use tl.{name}imum (the interpreter runs Python's "
-                            f"`{name}`, which compares whole blocks, not their elements)"))
+                            f"`{name}`, which compares whole blocks, not their elements)"), scalars=True)
         if _pythons_callable(value, builtins_ok):
             return _handed_no_blocks(value, lambda: refuse(self, node, f"`{text}` is handed a block"))
         return value
@@ -1254,6 +1275,38 @@ def police_compile_time() -> dict:
 
     generator.visit, generator._apply_binary_method = checked, checked_binary
     return values
+
+
+def _enclosing_loops(fdef) -> dict:
+    """{id(node): [the `for` loops around it, outermost first]} of a def's body, and under "iterators" {id of
+    a loop's iterator's function (`tl.static_range` in `for k in tl.static_range(n)`): the loop}; only loops
+    whose index is a plain name."""
+    found: dict = {"iterators": {}}
+
+    def walk(node, around):
+        for child in ast.iter_child_nodes(node):
+            inside = around
+            if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and any(
+                    child is c for c in (*node.body, *node.orelse)):
+                inside = around + [node]
+            found[id(child)] = inside
+            walk(child, inside)
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(node.iter, ast.Call):
+            found["iterators"][id(node.iter.func)] = node
+
+    for statement in fdef.body:
+        found[id(statement)] = []
+        walk(statement, [])
+    return found
+
+
+def _unwrapped(value):
+    """A tl.constexpr's value (a constexpr's, ...), anything else as it is."""
+    for _ in range(16):
+        if type(value).__name__ != "constexpr" or not _tritons_class(type(value)):
+            break
+        value = value.value
+    return value
 
 
 class _Source:
@@ -1301,8 +1354,8 @@ def _not_for_kernels(value, builtins_ok: set, depth: int = 0) -> str | None:
     module = type(value).__module__ or ""
     if module.startswith("triton.language") or module in ("triton.runtime.jit", "triton.compiler.code_generator"):
         if _tritons_class(type(value)) and type(value).__name__ == "constexpr":
-            if _holds_block(value.value):   # (its text: the compiler's placeholder, the interpreter's values)
-                return "a tl.constexpr made of a block"
+            if _holds_block(value.value) or _holds_block(getattr(value.value, "__self__", None)):
+                return "a tl.constexpr made of a block"   # (its text: the compiler's placeholder, the interpreter's values)
             return _not_for_kernels(value.value, builtins_ok, depth + 1)
         if _tritons_class(type(value)) and type(value).__name__ == "tuple":
             return _not_for_kernels(list(value.values), builtins_ok, depth + 1)
@@ -1327,12 +1380,14 @@ def _pythons_callable(value, builtins_ok: set) -> bool:
     return isinstance(value, types.FunctionType) and (value.__module__ or "") == "triton"
 
 
-def _handed_no_blocks(fn, refuse):
-    """`fn`, refusing at a call that hands it a block (inside a tuple too). It keeps fn's __self__, by
-    which the compiler decides how to hand it constexprs."""
+def _handed_no_blocks(fn, refuse, scalars: bool = False):
+    """`fn`, refusing at a call that hands it a block (inside a tuple too; with `scalars`, a block of more
+    than one element: Python's `min` of two scalars is right in the interpreter too, as in Triton's matmul
+    tutorial). It keeps fn's __self__, by which the compiler decides how to hand it constexprs."""
     @functools.wraps(fn)   # (Triton's own builtins are told by attributes and a signature that this keeps)
     def call(*args, **kwargs):
-        if _holds_block((args, {k: v for k, v in kwargs.items() if k not in ("_semantic", "_builder", "_generator")})):
+        if _holds_block((args, {k: v for k, v in kwargs.items() if k not in ("_semantic", "_builder", "_generator")}),
+                        scalars=scalars):
             refuse()
         return fn(*args, **kwargs)
     if hasattr(fn, "__self__"):
@@ -1340,17 +1395,20 @@ def _handed_no_blocks(fn, refuse):
     return call
 
 
-def _holds_block(value, depth: int = 0) -> bool:
-    """Whether `value` is, or holds, one of Triton's values other than a constexpr (a block, a scalar)."""
+def _holds_block(value, depth: int = 0, scalars: bool = False) -> bool:
+    """Whether `value` is, or holds, one of Triton's values other than a constexpr (a block, a scalar; with
+    `scalars`, not a scalar)."""
     from triton.language import core
     if depth > 16:
         return True
     if isinstance(value, core.constexpr):
-        return _holds_block(value.value, depth + 1)
+        return _holds_block(value.value, depth + 1, scalars)
     if isinstance(value, dict):
         value = list(value.values())
     if type(value) in (tuple, list) or isinstance(value, getattr(core, "tuple", ())):
-        return any(_holds_block(v, depth + 1) for v in getattr(value, "values", value))
+        return any(_holds_block(v, depth + 1, scalars) for v in getattr(value, "values", value))
+    if scalars and isinstance(value, core.tensor) and not getattr(value, "shape", None):
+        return False   # (a scalar: a block of no dimensions)
     return isinstance(value, core.base_value) if hasattr(core, "base_value") else isinstance(value, core.tensor)
 
 
@@ -1432,9 +1490,19 @@ def values_compiled_for(kinds, values: dict, constexprs: set) -> dict:
     found: dict = {}
     for key, nodes in values.items():
         if _call_like(kinds, key, constexprs):
-            for i, kinds_there in nodes.items():
-                found[i] = found.get(i, frozenset()) | kinds_there
+            for i, there in nodes.items():
+                if i == "static":
+                    found[i] = found.get(i, frozenset()) | there
+                    continue
+                for loop_key, kinds_there in there.items():
+                    found.setdefault(i, {})[loop_key] = found.get(i, {}).get(loop_key, frozenset()) | kinds_there
     return found
+
+
+def _values_key(values: dict) -> str:
+    """values_compiled_for's answer as a key for a dict."""
+    return json.dumps({str(i): sorted(v) if i == "static" else {k: sorted(s) for k, s in v.items()}
+                       for i, v in values.items()}, sort_keys=True)
 
 
 def _call_like(kinds, key: str, constexprs: set) -> bool:
@@ -1539,6 +1607,8 @@ def as_compiled(fn, compiler_def: str, source: str, poison: list, runs, transfor
         first = fn.__code__.co_firstlineno
     index = {id(n): i for i, n in enumerate(nodes)}
     poison, values = set(poison), dict(values or {})
+    unrolled = values.pop("static", frozenset())   # the loops the compiler unrolled (tl.static_range)
+    loops = _enclosing_loops(fdef)
     # An assertion's message is read by the compiler only if the assertion fails, by the interpreter at
     # every call: one the compiler did not read becomes its own source text (what a failure would show)
     messages = {id(part) for call in ast.walk(fdef) if _is_assertion(call)
@@ -1557,9 +1627,15 @@ def as_compiled(fn, compiler_def: str, source: str, poison: list, runs, transfor
                 return ast.copy_location(ast.Expr(error) if isinstance(node, ast.stmt) else error, node)
             if i in values and _checkable(node):
                 lines[i] = (first + getattr(node, "lineno", 1) - 1, ast.unparse(node))   # (its text, before the checks)
+            indices = [f.target.id for f in loops.get(id(node), ()) if index.get(id(f)) in unrolled]
+            if isinstance(node, ast.FormattedValue):   # an f-string's field as the compiler makes it: the
+                node.value = ast.Call(ast.Name(_AGREE + "_text", ast.Load()), [node.value], [])   # constexpr's
+                node.format_spec = None                                                         # value, no spec
             node = self.generic_visit(node)
             if i in lines:
-                return ast.copy_location(ast.Call(ast.Name(_AGREE, ast.Load()), [ast.Constant(i), node], []), node)
+                where = [ast.Tuple([ast.Name(t, ast.Load()) for t in indices], ast.Load())] if indices else []
+                return ast.copy_location(ast.Call(ast.Name(_AGREE, ast.Load()), [ast.Constant(i), node, *where], []),
+                                         node)
             return node
 
     fdef.body = [Rebuild().visit(statement) for statement in fdef.body]
@@ -1569,7 +1645,7 @@ def as_compiled(fn, compiler_def: str, source: str, poison: list, runs, transfor
     if transformer is not None:
         tree = transformer.visit(tree)
     outer = ast.FunctionDef(name=_AGREE + "_around", args=ast.arguments(
-        posonlyargs=[], args=[ast.arg(_AGREE)], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        posonlyargs=[], args=[ast.arg(_AGREE), ast.arg(_AGREE + "_text")], kwonlyargs=[], kw_defaults=[], defaults=[]),
         body=[*tree.body, ast.Return(ast.Name(fn.__name__, ast.Load()))], decorator_list=[], returns=None,
         type_params=[])
     tree = ast.Module([outer], type_ignores=[])
@@ -1577,7 +1653,7 @@ def as_compiled(fn, compiler_def: str, source: str, poison: list, runs, transfor
     ast.increment_lineno(tree, first - 1)
     namespace: dict = {}
     exec(compile(tree, fn.__code__.co_filename, "exec"), fn.__globals__, namespace)
-    rebuilt = namespace[outer.name](_agreement(fn.__name__, {i: values[i] for i in lines}, lines))
+    rebuilt = namespace[outer.name](_agreement(fn.__name__, {i: values[i] for i in lines}, lines), _unwrapped)
     rebuilt.__defaults__, rebuilt.__kwdefaults__ = runs.__defaults__, runs.__kwdefaults__
     return rebuilt
 
@@ -1593,23 +1669,28 @@ def _checkable(node) -> bool:
 def _agreement(name: str, values: dict, lines: dict):
     """The check an as_compiled copy calls on the value of each expression `values` names: the value, if
     it agrees with what the compiler had, else a KeyError naming VALUE_DIFFERS and the line."""
-    kinds = {i: [json.loads(k) for k in v] for i, v in values.items()}
+    # {index: {the indices of the unrolled loops around it: [value_kind parsed]}}
+    kinds = {i: {tuple(json.loads(key)): [json.loads(k) for k in v] for key, v in per.items()} for i, per in values.items()}
     check, said, tensor = agrees, _said_kind, _numpy_and_core()[1].tensor
-    blocks = {i for i, k in kinds.items() if ["b"] in k}
+    plain = {i for i, per in kinds.items() if list(per) == [()]}   # (in no unrolled loop)
+    blocks = {i for i in plain if ["b"] in kinds[i][()]}
     # the function or module that last agreed at each node: the same object agrees again (a combine
     # function's `tl.maximum`, read for every pair of elements, is checked once)
     agreed = dict.fromkeys(kinds)
 
-    def agree(i, value):
+    def agree(i, value, loop=()):
         if type(value) is tensor and i in blocks or value is agreed[i]:
             return value
-        if check(kinds[i], value):
-            if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type)):
+        had = kinds[i].get(loop, ())
+        if check(had, value):
+            if i in plain and isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type)):
                 agreed[i] = value
             return value
         line, text = lines[i]
-        raise KeyError(f"{VALUE_DIFFERS}: line {line} of `{name}`, where `{text}` gave the compiler "
-                       f"{' or '.join(sorted({said(k) for k in kinds[i]}))}, and the interpreter {said(value, True)}{_SAID_END}")
+        in_loop = f" (in the unrolled iteration {', '.join(map(str, loop))})" if loop else ""
+        raise KeyError(f"{VALUE_DIFFERS}: line {line} of `{name}`, where `{text}` gave the compiler{in_loop} "
+                       f"{' or '.join(sorted({said(k) for k in had})) or 'nothing'}, and the interpreter "
+                       f"{said(value, True)}{_SAID_END}")
     return agree
 
 
@@ -1618,14 +1699,18 @@ def _said_kind(kind, mine: bool = False) -> str:
     if mine:
         import triton.language as tl
         value = kind.value if isinstance(kind, tl.constexpr) else kind
-        if type(value) in (bool, int, float):
-            return repr(value)
+        if type(value) in (bool, int, float, str):
+            return repr(value[:60] if type(value) is str else value)
         kind = _kind(value, False, 0)
         if kind[0] == "T" and not isinstance(value, getattr(tl.core, "base_value", tl.tensor)):
             return f"Triton's {getattr(value, '__name__', type(value).__name__)}"
         if kind[0] == "P":
             return f"Python's {getattr(value, '__name__', type(value).__name__)}"
-    words = {"n": "None", "s": "text", "b": "a block", "B": "a builtin", "T": "one of Triton's objects",
+    if kind[0] == "s":
+        return repr(kind[1][:60])
+    if kind[0] == "d":
+        return f"the dtype {kind[1]}"
+    words = {"n": "None", "b": "a block", "B": "a builtin", "T": "one of Triton's objects",
              "P": "a Python object"}
     if kind[0] == "c":
         return repr(kind[1])
@@ -1645,14 +1730,14 @@ def dispatching(fn, compiler_def: str, source: str, calls: dict, base, transform
     made, kinds_of, nodes_for, values_for, poison_of, rebuild = \
         {}, call_kinds, compiled_for, values_compiled_for, uncompiled, as_compiled
 
-    by_kinds, frozen = {}, _frozen
+    by_kinds, frozen, values_key = {}, _frozen, _values_key   # (by closure: `call` runs in the helper's globals)
 
     def call(*args, **kwargs):
         kinds = kinds_of(fn, args, kwargs)
         variant = by_kinds.get(frozen(kinds))
         if variant is None:
             nodes, checks = nodes_for(kinds, calls, constexprs), values_for(kinds, values or {}, constexprs)
-            key = (nodes, tuple(sorted(checks.items())))
+            key = (nodes, values_key(checks))
             variant = made.get(key)
             if variant is None:
                 poison = poison_of(fdef, nodes)
@@ -1691,7 +1776,9 @@ def _kind(value, builtin: bool, depth: int):
     if type(value) in (bool, int, float):
         return ["c", value]
     if type(value) in (str, bytes):
-        return ["s"]
+        return ["s", value if type(value) is str else value.decode("latin-1")]
+    if isinstance(value, core.dtype) and _tritons_class(type(value)):
+        return ["d", str(value)]
     if depth < 16 and (type(value) in (tuple, list) or isinstance(value, getattr(core, "tuple", ()))):
         return ["t", [_kind(v, False, depth + 1) for v in getattr(value, "values", value)]]
     if isinstance(value, (core.tensor, getattr(core, "tensor_descriptor_base", core.tensor))):
@@ -1706,6 +1793,8 @@ def _of_triton(value) -> bool:
     (or whose partial's function's, as the interpreter's tl.multiple_of) is one of Triton's."""
     if isinstance(value, functools.partial):
         value = value.func
+    if isinstance(value, types.MethodType):   # (a block's method: `p.sum`, a @triton.jit function of Triton's)
+        value = value.__func__
     if isinstance(value, types.ModuleType):
         module = getattr(value, "__name__", "")
     elif isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
@@ -1748,8 +1837,11 @@ def _agrees(kind, value, depth: int) -> bool:
         return number and _same_number(kind[1], value)
     if tag == "n":
         return value is None
-    if tag == "s":
-        return type(value) in (str, bytes)
+    if tag == "s":   # (the interpreter's f-strings are the compiler's: as_compiled)
+        return type(value) in (str, bytes) and \
+            (value if type(value) is str else value.decode("latin-1")) == kind[1]
+    if tag == "d":
+        return isinstance(value, core.dtype) and _tritons_class(type(value)) and str(value) == kind[1]
     if tag == "t":   # (a tuple's subclass too, torch.Size: its elements read as a tuple's, not by its methods)
         items = getattr(value, "values", value) if isinstance(value, getattr(core, "tuple", ())) else value
         items = list(tuple.__iter__(items)) if isinstance(items, tuple) else \
