@@ -612,3 +612,8 @@ def test_text_and_dtypes_agree_by_value_and_an_unrolled_loops_iterations_each_on
     assert agree(5, False, (0,)) is False and agree(5, True, (1,)) is True
     with pytest.raises(KeyError, match="unrolled iteration 0"):
         agree(5, True, (0,))
+
+
+def test_an_unrolled_loop_that_rebinds_its_index_passes(tmp_path):
+    grader.check("day2.softmax", _softmax_of(answers.HONEST_STATIC_LOOP_REBOUND, tmp_path, "honest_loop_rebound"),
+                 hidden=True)

@@ -1248,7 +1248,7 @@ def police_compile_time() -> dict:
             static = values.setdefault(noted[0], {}).setdefault(noted[1], {}).setdefault("static", set())
             static |= {noted[2][i] for i in loops[1] if i in noted[2]}
             # the values of the indices of the unrolled loops around it: what it gave in each iteration
-            key = json.dumps([_unwrapped(self.lscope.get(f.target.id)) for f in loops[0].get(id(node), ())
+            key = json.dumps([_index_value(self.lscope.get(f.target.id)) for f in loops[0].get(id(node), ())
                               if id(f) in loops[1]])
             values[noted[0]][noted[1]].setdefault(noted[2][id(node)], {}).setdefault(key, set()).add(
                 value_kind(value, builtin))
@@ -1681,6 +1681,8 @@ def _agreement(name: str, values: dict, lines: dict):
     def agree(i, value, loop=()):
         if type(value) is tensor and i in blocks or value is agreed[i]:
             return value
+        if loop and any(type(k) is not int for k in loop):   # (an index rebound in the loop: a 0-d block)
+            loop = tuple(_index_value(k) for k in loop)
         had = kinds[i].get(loop, ())
         if check(had, value):
             if i in plain and isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type)):
@@ -1692,6 +1694,13 @@ def _agreement(name: str, values: dict, lines: dict):
                        f"{' or '.join(sorted({said(k) for k in had})) or 'nothing'}, and the interpreter "
                        f"{said(value, True)}{_SAID_END}")
     return agree
+
+
+def _index_value(value):
+    """An unrolled loop's index as both sides key it: an int (a constexpr's), else None (an index the loop's
+    body rebound: a block to the compiler, an int or a 0-d block to the interpreter)."""
+    value = _unwrapped(value)
+    return value if type(value) is int else None
 
 
 def _said_kind(kind, mine: bool = False) -> str:
