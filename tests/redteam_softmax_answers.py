@@ -2364,3 +2364,53 @@ def softmax(x):
     softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
     return y
 '''
+
+
+# The ninth red team's: a list kept as a constexpr (`W: tl.constexpr = list(...)`) and reversed in a loop or
+# an untaken branch. The compiler reads a loop's body twice and both branches of a run-time `if`, the
+# interpreter runs what it runs: the list ended in another state on each side, and every value read from it
+# was one the compiler had seen. A kernel may no longer make a list or call a method that changes one.
+NINTH_TEAM = {
+    "list_reversed_in_for_loop": '''@triton.jit
+def softmax_kernel(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(in_ptr + row * in_stride + offs, mask=mask, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    s = tl.sum(e, axis=0)
+    W: tl.constexpr = list((0.0, 1.0))
+    y = e
+    for k in range(3):
+        W.reverse()
+        y = W[0] * (e / s) + (1.0 - W[0]) * e
+    tl.store(out_ptr + row * out_stride + offs, y, mask=mask)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    softmax_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return y
+''',
+    "triton_function_list_reversed_in_untaken_if": '''@triton.jit
+def softmax_kernel(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(in_ptr + row * in_stride + offs, mask=mask, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    NORM: tl.constexpr = list((tl.sum, tl.max))
+    if row < 0:
+        NORM.reverse()
+    s = NORM[0](e, axis=0)
+    tl.store(out_ptr + row * out_stride + offs, e / s, mask=mask)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    softmax_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return y
+''',
+}

@@ -567,7 +567,7 @@ def test_a_value_agrees_with_what_the_compiler_had_only_where_it_could_be_the_sa
 
     block = tl.tensor(None, tl.float32)   # (a block's kind is its class: no values needed)
     assert kinds(tl.constexpr(4), None, "text", (1, tl.constexpr(2.5)), math.exp, tl.exp) == \
-        [["c", 4], ["n"], ["s", "text"], ["t", [["c", 1], ["c", 2.5]]], ["P"], ["T"]]
+        [["c", 4], ["n"], ["s", "text"], ["t", [["c", 1], ["c", 2.5]]], ["P"], ["T", "exp"]]
     agrees = gpu_compile.agrees
     # the same constant, also as the interpreter's float32 scalar and NumPy's numbers; NaN is NaN
     assert agrees(kinds(0.1), np.float32(0.1)) and agrees(kinds(4), np.int64(4)) and agrees(kinds(True), 1)
@@ -581,6 +581,7 @@ def test_a_value_agrees_with_what_the_compiler_had_only_where_it_could_be_the_sa
     assert not agrees(kinds((block, 2)), (block, 3)) and not agrees(kinds((4, 5)), (4,))
     # Triton's objects for Triton's, Python's for Python's; a builtin's name either
     assert agrees(kinds(tl.exp), tl.math.exp) and not agrees(kinds(tl.exp), math.exp)
+    assert agrees(kinds(tl.sum), tl.sum) and not agrees(kinds(tl.sum), tl.max)   # (a ninth red team's pair)
     assert agrees(kinds(math.exp), math.log) and not agrees(kinds(math.exp), tl.exp)
     assert agrees(kinds(tl.minimum, builtin=True), min) and not agrees(kinds(tl.minimum, builtin=True), math.exp)
     assert agrees(kinds(0.0) + kinds(block), block)   # any of the values the compiler had
@@ -617,3 +618,12 @@ def test_text_and_dtypes_agree_by_value_and_an_unrolled_loops_iterations_each_on
 def test_an_unrolled_loop_that_rebinds_its_index_passes(tmp_path):
     grader.check("day2.softmax", _softmax_of(answers.HONEST_STATIC_LOOP_REBOUND, tmp_path, "honest_loop_rebound"),
                  hidden=True)
+
+
+@on_cpu_only
+@pytest.mark.parametrize("route", list(answers.NINTH_TEAM))
+def test_a_kernel_keeps_no_python_state_that_changes(route, tmp_path):
+    with pytest.raises(CheckFailed, match="compiler rejects it") as failed:
+        grader.check("day2.softmax", _softmax_of(answers.NINTH_TEAM[route], tmp_path, f"cheat_{route}"), hidden=True)
+    assert "change in place" in str(failed.value) or "changes" in str(failed.value) \
+        or "not supported" in str(failed.value), str(failed.value)   # (or Triton 3.3's own refusal)

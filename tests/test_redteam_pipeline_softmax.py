@@ -80,6 +80,9 @@ CLASS = {
     # the eighth red team's
     "cheat_static_range_union": (answers.EIGHTH_TEAM["static_range_union"], 0,
                                  "a condition that differs in one iteration of a tl.static_range"),
+    # the ninth red team's
+    "cheat_list_reversed": (answers.NINTH_TEAM["triton_function_list_reversed_in_untaken_if"], 0,
+                            "a constexpr list of (tl.sum, tl.max) reversed in a branch the compiler reads"),
 }
 # What the submission rules refuse (the cell is not run; its feedback names the rule)
 REFUSED = {"cheat_patches_the_grader": "assigns grader.check",

@@ -783,6 +783,10 @@ _MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 # Python's builtins that reach attributes or code by name: Triton's compiler evaluates getattr on its own
 # values (a red team's `getattr(x, "handle")`, with defaults for what the compiler's values lack, compiled),
 # while the interpreter hands them a block's NumPy array.
+# Python's containers that change in place: a kernel may not make or change one at compile time (the compiler
+# reads a loop's body twice, the interpreter runs it once a pass: a ninth red team's list reversed in a loop
+# ended in another state on each side)
+_CHANGING = (list, dict, set, bytearray)
 _INTROSPECTION = frozenset({"getattr", "hasattr", "setattr", "delattr", "vars", "dir", "globals", "locals", "eval",
                             "exec", "compile", "__import__", "open", "breakpoint", "type", "object", "super"})
 
@@ -1212,7 +1216,8 @@ def police_compile_time() -> dict:
     from triton.compiler import code_generator
     from triton.compiler.errors import CompilationError
     generator = code_generator.CodeGenerator
-    builtins_ok = {id(f) for name, f in generator.builtin_namespace.items() if name not in _INTROSPECTION}
+    builtins_ok = {id(f) for name, f in generator.builtin_namespace.items()
+                   if name not in _INTROSPECTION and f not in _CHANGING}
     not_on_blocks = {id(generator.builtin_namespace[name]): name for name in ("min", "max")}
     printing = {id(generator.builtin_namespace["print"]), id(tl.device_print), id(tl.static_print)}
     visit, binary = generator.visit, generator._apply_binary_method
@@ -1335,9 +1340,15 @@ def _not_for_kernels(value, builtins_ok: set, depth: int = 0) -> str | None:
         return None if name in ("math", "triton") or name.startswith("triton.language") else f"the module {name}"
     if id(value) in builtins_ok:
         return None
+    if value in _CHANGING if isinstance(value, type) else False:
+        return f"Python's `{value.__name__}`, whose objects change in place (a kernel keeps no Python state that " \
+               f"changes: the compiler reads a loop's body twice and both sides of a run-time `if`, the interpreter " \
+               f"runs what it runs, so the two would end in different states; use a tuple)"
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodType,
                           types.MethodWrapperType)):
         owner = getattr(value, "__self__", None)
+        if type(owner) in _CHANGING:
+            return f"a method of a {type(owner).__name__} (a kernel keeps no Python state that changes)"
         if isinstance(owner, types.ModuleType):
             return None if owner.__name__ == "math" else f"a function of {owner.__name__}"
         if owner is None:
@@ -1719,8 +1730,9 @@ def _said_kind(kind, mine: bool = False) -> str:
         return repr(kind[1][:60])
     if kind[0] == "d":
         return f"the dtype {kind[1]}"
-    words = {"n": "None", "b": "a block", "B": "a builtin", "T": "one of Triton's objects",
-             "P": "a Python object"}
+    if kind[0] == "T":
+        return f"Triton's {kind[1]}"
+    words = {"n": "None", "b": "a block", "B": "a builtin", "P": "a Python object"}
     if kind[0] == "c":
         return repr(kind[1])
     if kind[0] == "t":
@@ -1794,7 +1806,34 @@ def _kind(value, builtin: bool, depth: int):
         return ["b"]
     if builtin:
         return ["B"]
-    return ["T"] if _of_triton(value) else ["P"]
+    return ["T", _triton_name(value)] if _of_triton(value) else ["P"]
+
+
+# The names of the interpreter's stand-ins for some of Triton's functions (tl.range, tl.multiple_of,
+# tl.reduce, a block's methods such as .sum): such a function agrees with any of Triton's
+_STAND_INS = re.compile(r"_new_\w*|_set_attr|wrapper|<lambda>|print")
+
+
+def _triton_name(value) -> str:
+    """The name of one of Triton's functions, classes or modules as both sides can tell it: through a
+    partial, a bound method, a @triton.jit object and the interpreter's wrappers of Triton's builtins (which
+    keep the builtin as their `member` default)."""
+    for _ in range(8):
+        if isinstance(value, functools.partial):
+            value = value.func
+        elif isinstance(value, types.MethodType):
+            value = value.__func__
+        elif isinstance(value, types.FunctionType) and "member" in (value.__kwdefaults__ or {}):
+            value = value.__kwdefaults__["member"]
+        elif _tritons_class(type(value)) and isinstance(getattr(value, "fn", None), types.FunctionType):
+            value = value.fn
+        else:
+            break
+    if isinstance(value, types.ModuleType):   # (by its last part: the compiler reads libdevice as its GPU's)
+        return str(getattr(value, "__name__", "")).rsplit(".", 1)[-1]
+    if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return str(getattr(value, "__name__", ""))
+    return type(value).__name__
 
 
 def _of_triton(value) -> bool:
@@ -1863,7 +1902,12 @@ def _agrees(kind, value, depth: int) -> bool:
         return False
     if tag == "B":
         return _of_triton(value) or getattr(value, "__module__", None) == "builtins"
-    return _of_triton(value) == (tag == "T")
+    if tag == "T":   # one of Triton's, the same by name (tl.sum is not tl.max), or a stand-in of the interpreter's
+        if not _of_triton(value) and not (isinstance(value, types.BuiltinFunctionType) and value is print):
+            return False
+        name = _triton_name(value)
+        return name == kind[1] or _STAND_INS.fullmatch(name) is not None
+    return not _of_triton(value)
 
 
 def _same_number(theirs, mine) -> bool:
