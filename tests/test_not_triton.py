@@ -627,3 +627,22 @@ def test_a_kernel_keeps_no_python_state_that_changes(route, tmp_path):
         grader.check("day2.softmax", _softmax_of(answers.NINTH_TEAM[route], tmp_path, f"cheat_{route}"), hidden=True)
     assert "change in place" in str(failed.value) or "changes" in str(failed.value) \
         or "not supported" in str(failed.value), str(failed.value)   # (or Triton 3.3's own refusal)
+
+
+def _reading_every_function_of_triton_language() -> str:
+    """An honest kernel that also reads every function triton.language and its math module export (not the
+    prints and assertions, whose own rules apply): each must agree by name, the compiler's and the
+    interpreter's (its stand-ins included), in this Triton."""
+    import triton.language as tl
+    names = [n for n in dir(tl) if not n.startswith("_") and callable(getattr(tl, n))
+             and not isinstance(getattr(tl, n), (type, tl.dtype))
+             and n not in ("device_print", "static_print", "static_assert", "device_assert")]
+    names += [f"math.{n}" for n in dir(tl.math) if not n.startswith("_") and callable(getattr(tl.math, n))
+              and not isinstance(getattr(tl.math, n), type)
+              and (getattr(getattr(tl.math, n), "__module__", "") or "").startswith("triton")]
+    return answers.honest_with("\n    ".join(f"tl.static_assert(tl.{n} is not None)" for n in sorted(names)))
+
+
+def test_every_function_of_triton_language_agrees_by_name(tmp_path):
+    grader.check("day2.softmax", _softmax_of(_reading_every_function_of_triton_language(), tmp_path,
+                                             "honest_every_function"), hidden=True)
