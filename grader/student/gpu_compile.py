@@ -1138,7 +1138,7 @@ def frontend_values(module: str, specs: list) -> dict:
 # and never reads the other; the interpreter decides the same condition with its own objects, which may
 # differ (a red team's `isinstance(tl.range(1), range)` and `hasattr(tl.multiple_of, "func")`), and
 # then runs plain Python the compiler never saw. So each node of a body the compiler did not visit is
-# made, for the launch, into an error the interpreter raises if it gets there (`poisoned`).
+# made, for the launch, into an error the interpreter raises if it gets there (`as_compiled`).
 
 def body_nodes(fdef) -> list:
     """The nodes of a function's body in one fixed order (each statement's, breadth first): how the

@@ -1420,7 +1420,7 @@ def _as_compiled(executor, args, kwargs, record):
             record.not_compiled.append((kernel_name, message))
         raise Refused(f"kernel `{kernel_name}` is refused by Triton's compiler")
 
-    swapped = []    # (where, name, what it held) of the poisoned functions put in place for the launch
+    swapped = []    # (where, name, what it held) of the as-compiled copies put in place for the launch
     rewriter = getattr(interpreter, "FunctionRewriter", None)
 
     def swap(where: dict, key, value, reads: list):
