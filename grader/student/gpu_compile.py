@@ -1127,8 +1127,9 @@ def frontend_visited(module: str, specs: list) -> dict:
 
 
 def frontend_values(module: str, specs: list) -> dict:
-    """{function name: {the kinds of a call: {index in body_nodes: {value_kind}}}}: what each expression
-    gave the compiler in the front end's compile of these launches (frontend_refusals, asked first)."""
+    """{function name: {the kinds of a call: {index in body_nodes: {unrolled loops' indices: {value_kind}}},
+    "static": {unrolled loops}}}: what each expression gave the compiler in the front end's compile of these
+    launches (police_compile_time; frontend_refusals, asked first)."""
     return _FRONTEND_DONE.get(_request_key(module, specs), ((), {}, {}))[2]
 
 
@@ -1210,8 +1211,9 @@ def police_compile_time() -> dict:
     a string's methods) are handed no block, nor are `min` and `max` (the interpreter runs Python's, which
     are not elementwise); no text is formatted from a block; a print is called by its own name only (the
     name the source's reading finds it by: gpu_compile.prints). Returns what it notes of the values the
-    expressions gave ({name: {call_kinds as JSON: {index in body_nodes: {value_kind}}}}, record_visits'
-    keys, which it needs called first), for the interpreter's copy to check (agrees)."""
+    expressions gave ({name: {call_kinds as JSON: {index in body_nodes: {the indices of the unrolled loops
+    around it, as JSON: {value_kind}}, "static": {index of each unrolled loop}}}}, record_visits' keys, which
+    it needs called first), for the interpreter's copy to check (agrees)."""
     import triton.language as tl
     from triton.compiler import code_generator
     from triton.compiler.errors import CompilationError
@@ -1248,15 +1250,15 @@ def police_compile_time() -> dict:
             loops = vars(self).get("_grader_loops")
             if loops is None:
                 loops = self._grader_loops = (_enclosing_loops(noted[3]), set())
+            noting = values.setdefault(noted[0], {}).setdefault(noted[1], {})
             if id(node) in loops[0]["iterators"] and _unwrapped(value) is tl.static_range:
-                loops[1].add(id(loops[0]["iterators"][id(node)]))   # (a loop the compiler unrolls)
-            static = values.setdefault(noted[0], {}).setdefault(noted[1], {}).setdefault("static", set())
-            static |= {noted[2][i] for i in loops[1] if i in noted[2]}
+                unrolled = loops[0]["iterators"][id(node)]   # (a loop the compiler unrolls)
+                loops[1].add(id(unrolled))
+                noting.setdefault("static", set()).add(noted[2][id(unrolled)])
             # the values of the indices of the unrolled loops around it: what it gave in each iteration
             key = json.dumps([_index_value(self.lscope.get(f.target.id)) for f in loops[0].get(id(node), ())
                               if id(f) in loops[1]])
-            values[noted[0]][noted[1]].setdefault(noted[2][id(node)], {}).setdefault(key, set()).add(
-                value_kind(value, builtin))
+            noting.setdefault(noted[2][id(node)], {}).setdefault(key, set()).add(value_kind(value, builtin))
         held = value.value if isinstance(value, tl.constexpr) else value
         if id(held) in printing and not (id(node) in vars(self).get("_grader_callees", ()) and (
                 isinstance(node, ast.Name) and node.id == "print" or isinstance(node, ast.Attribute) and node.attr in _PRINTS)):
@@ -1307,8 +1309,9 @@ def _enclosing_loops(fdef) -> dict:
 
 def _unwrapped(value):
     """A tl.constexpr's value (a constexpr's, ...), anything else as it is."""
+    constexpr = _numpy_and_core()[1].constexpr
     for _ in range(16):
-        if type(value).__name__ != "constexpr" or not _tritons_class(type(value)):
+        if not isinstance(value, constexpr):
             break
         value = value.value
     return value
@@ -1340,7 +1343,7 @@ def _not_for_kernels(value, builtins_ok: set, depth: int = 0) -> str | None:
         return None if name in ("math", "triton") or name.startswith("triton.language") else f"the module {name}"
     if id(value) in builtins_ok:
         return None
-    if value in _CHANGING if isinstance(value, type) else False:
+    if isinstance(value, type) and value in _CHANGING:
         return f"Python's `{value.__name__}`, whose objects change in place (a kernel keeps no Python state that " \
                f"changes: the compiler reads a loop's body twice and both sides of a run-time `if`, the interpreter " \
                f"runs what it runs, so the two would end in different states; use a tuple)"
@@ -1496,8 +1499,9 @@ def _frozen(kinds):
 
 
 def values_compiled_for(kinds, values: dict, constexprs: set) -> dict:
-    """{index: {value_kind}}: what each expression gave the compiler in the calls like this one (`kinds`,
-    as compiled_for matches them) among `values` ({call_kinds as JSON: {index: {value_kind}}})."""
+    """What each expression gave the compiler in the calls like this one (`kinds`, as compiled_for matches
+    them) among `values` ({call_kinds as JSON: ...}, frontend_values'), merged: {index: {unrolled loops'
+    indices: {value_kind}}, "static": {unrolled loops}}."""
     found: dict = {}
     for key, nodes in values.items():
         if _call_like(kinds, key, constexprs):
@@ -1598,8 +1602,10 @@ def as_compiled(fn, compiler_def: str, source: str, poison: list, runs, transfor
     source_for_compiler) as the compiler compiled it, for the interpreter:
     - each node of `poison` (body_nodes indices) an error the interpreter raises if it gets there: a
       KeyError naming NOT_COMPILED and the line, by syntax alone (no name a notebook could rebind);
-    - each expression of `values` ({index: {value_kind}}, what it gave the compiler) checked, each time it
-      runs, to give a value the compiler had for it (agrees), else a KeyError naming VALUE_DIFFERS. The
+    - each expression of `values` (values_compiled_for's: what it gave the compiler, in each iteration of
+      the unrolled loops around it) checked, each time it runs, to give a value the compiler had for it
+      there (agrees), else a KeyError naming VALUE_DIFFERS. An f-string's fields are made as the
+      compiler makes them (a constexpr's value, no format spec). The
       checker is a parameter of a function around the copy: a cell of its closure, which no name in the
       notebook reaches.
     Positions are those of `source`, the function as its file has it; Triton's interpreter's own rewrite
@@ -1718,7 +1724,7 @@ def _said_kind(kind, mine: bool = False) -> str:
     """A value_kind (or, `mine`, a value of the interpreter's) in words, for a message."""
     if mine:
         import triton.language as tl
-        value = kind.value if isinstance(kind, tl.constexpr) else kind
+        value = _unwrapped(kind)
         if type(value) in (bool, int, float, str):
             return repr(value[:60] if type(value) is str else value)
         kind = _kind(value, False, 0)
@@ -1790,8 +1796,7 @@ def value_kind(value, builtin: bool = False) -> str:
 
 def _kind(value, builtin: bool, depth: int):
     from triton.language import core
-    while isinstance(value, core.constexpr) and depth < 16:
-        value, depth = value.value, depth + 1
+    value = _unwrapped(value)
     if value is None:
         return ["n"]
     if type(value) in (bool, int, float):
@@ -1871,8 +1876,7 @@ def _numpy_and_core():
 
 def _agrees(kind, value, depth: int) -> bool:
     np, core = _numpy_and_core()
-    while isinstance(value, core.constexpr) and depth < 16:
-        value, depth = value.value, depth + 1
+    value = _unwrapped(value)
     tag = kind[0]
     block = isinstance(value, getattr(core, "base_value", core.tensor))
     number = type(value) in (bool, int, float) or isinstance(value, (np.bool_, np.integer, np.floating))
