@@ -2344,6 +2344,31 @@ def softmax(x):
 ''',
 }
 
+# honest: a row's sum by tl.reduce with the kernel's own add (the tenth red team's: the interpreter folded
+# 17000 floats one by one and missed rtol 1e-5; a GPU, and now the interpreter, fold them pairwise)
+HONEST_REDUCE_SUM = '''
+@triton.jit
+def add(a, b):
+    return a + b
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    total = tl.reduce(e, 0, add)
+    tl.store(out_ptr + row * out_stride + cols, (e / total).to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+
+
 # honest: an unrolled loop whose body rebinds its index (a block to the compiler from there on)
 HONEST_STATIC_LOOP_REBOUND = '''
 @triton.jit

@@ -86,3 +86,81 @@ def test_a_launch_that_fails_leaves_the_next_one_working():
     out = torch.empty_like(x)
     _count_up[(1,)](x, out, TIMES=3, BLOCK=16)
     assert torch.equal(out, x + 3)
+
+
+# A reduction by a combine function of the kernel's own folds pairwise in the interpreter, as on a GPU
+# (interpreter_lang.install_tree_reduce): whole blocks at a time, a float sum as exact as tl.sum's.
+
+@triton.jit
+def _add(a, b):
+    return a + b
+
+
+@triton.jit
+def _larger_first(a, a_index, b, b_index):   # Python's `if`: the compiler hands a combine one element
+    if a >= b:
+        return a, a_index
+    else:
+        return b, b_index
+
+
+@triton.jit
+def _sum_by_own_add(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    tl.store(out_ptr, tl.reduce(tl.load(x_ptr + tl.arange(0, BLOCK)), 0, _add))
+
+
+@triton.jit
+def _argmax_by_if(x_ptr, value_ptr, index_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    value, index = tl.reduce((tl.load(x_ptr + offs), offs), 0, _larger_first)
+    tl.store(value_ptr, value)
+    tl.store(index_ptr, index)
+
+
+@triton.jit
+def _sums_of_a_tile(x_ptr, all_ptr, rows_ptr, cols_ptr, R: tl.constexpr, C: tl.constexpr):
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, C)[None, :]
+    x = tl.load(x_ptr + r * C + c)
+    tl.store(all_ptr, tl.reduce(x, None, _add))
+    tl.store(rows_ptr + r, tl.reduce(x, 1, _add, keep_dims=True))
+    tl.store(cols_ptr + tl.arange(0, C), tl.reduce(x, 0, _add))
+
+
+def _error_of_own_sum(n: int) -> float:
+    x = torch.rand(n, generator=torch.Generator().manual_seed(3)) + 0.5
+    out = torch.empty(1)
+    _sum_by_own_add[(1,)](x, out, BLOCK=n)
+    exact = x.double().sum().item()
+    return abs(out.item() - exact) / exact
+
+
+def test_a_long_sum_by_an_own_combine_is_as_exact_as_tl_sum(monkeypatch):
+    calls = []
+    fold = interp.ReduceOps._combine_blocks
+    monkeypatch.setattr(interp.ReduceOps, "_combine_blocks", lambda *a: (calls.append(1), fold(*a))[1])
+    assert _error_of_own_sum(32768) < 2e-6
+    assert len(calls) == 15, "the combine function was called element by element, not on whole blocks"
+
+
+def test_triton_s_own_fold_one_by_one_misses_that_bound(monkeypatch):
+    # what the bound above tells apart: 8192 float32 terms near 1 summed left to right
+    monkeypatch.setattr(interp.ReduceOps, "generic_reduce", interp.ReduceOps.generic_reduce.tritons)
+    assert _error_of_own_sum(8192) > 2e-6
+
+
+def test_a_combine_function_with_a_python_if_still_folds_element_by_element():
+    for seed in range(3):
+        x = torch.randn(64, generator=torch.Generator().manual_seed(seed))
+        value, index = torch.empty(1), torch.empty(1, dtype=torch.int32)
+        _argmax_by_if[(1,)](x, value, index, BLOCK=64)
+        assert index.item() == x.argmax().item() and value.item() == x.max().item()
+
+
+def test_reductions_over_all_one_or_the_other_axis_keep_their_shapes():
+    x = torch.randn(8, 16, generator=torch.Generator().manual_seed(0))
+    whole, rows, cols = torch.empty(1), torch.empty(8), torch.empty(16)
+    _sums_of_a_tile[(1,)](x, whole, rows, cols, R=8, C=16)
+    torch.testing.assert_close(whole, x.sum().reshape(1))
+    torch.testing.assert_close(rows, x.sum(1))
+    torch.testing.assert_close(cols, x.sum(0))

@@ -83,6 +83,8 @@ CLASS = {
     # the ninth red team's
     "cheat_list_reversed": (answers.NINTH_TEAM["triton_function_list_reversed_in_untaken_if"], 0,
                             "a constexpr list of (tl.sum, tl.max) reversed in a branch the compiler reads"),
+    # the tenth red team's
+    "honest_reduce_sum": (answers.HONEST_REDUCE_SUM, 3, "a row's sum by tl.reduce with the kernel's own add"),
 }
 # What the submission rules refuse (the cell is not run; its feedback names the rule)
 REFUSED = {"cheat_patches_the_grader": "assigns grader.check",
