@@ -2439,3 +2439,44 @@ def softmax(x):
     return y
 ''',
 }
+
+
+# The tenth red team's, in the notebook's own process only (the submission rules refuse writing a module's
+# attribute, `__module__` and `update_wrapper`, so through the pipeline each scores 0 before it runs): the
+# notebook replaces `tl.max` there by a function of its own that states Triton's module and a name, and
+# returns the row's log-sum-exp. The compiler's process imports Triton afresh and compiles the real max, so
+# a GPU stores exp(x - max), not a softmax; the interpreter stored the softmax, and the forged function
+# agreed by the module and name it stated. Triton's functions are now told by identity.
+_TENTH_TEAM_KERNEL = '''
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(in_ptr + row * in_stride + offs, mask=mask, other=-float("inf"))
+    m = tl.max(x, axis=0)
+    tl.store(out_ptr + row * out_stride + offs, tl.exp(x - m), mask=mask)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_kernel[(x.shape[0],)](y, x, x.stride(0), y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+_LOG_SUM_EXP = '''
+_tl_max = tl.max
+
+
+def _log_sum_exp(input, axis=None, **kwargs):
+    m = _tl_max(input, axis, **kwargs)
+    return m + tl.log(tl.sum(tl.exp(input - m), axis))
+
+'''
+TENTH_TEAM = {
+    "update_wrapper_of_tl_max": "import functools\n" + _LOG_SUM_EXP
+    + "tl.max = functools.update_wrapper(_log_sum_exp, _tl_max)\n" + _TENTH_TEAM_KERNEL,
+    "a_stand_ins_name": _LOG_SUM_EXP + "_log_sum_exp.__module__, _log_sum_exp.__name__ = 'triton.language', 'wrapper'\n"
+    "tl.max = _log_sum_exp\n" + _TENTH_TEAM_KERNEL,
+    "a_jit_function_named_max": _LOG_SUM_EXP.replace("def _log_sum_exp", "def max").replace("_log_sum_exp", "max")
+    .replace("_tl_max = tl.max", "_tl_max = tl.max\n\n\n@triton.jit") + "tl.max = max\n" + _TENTH_TEAM_KERNEL,
+}

@@ -646,3 +646,37 @@ def _reading_every_function_of_triton_language() -> str:
 def test_every_function_of_triton_language_agrees_by_name(tmp_path):
     grader.check("day2.softmax", _softmax_of(_reading_every_function_of_triton_language(), tmp_path,
                                              "honest_every_function"), hidden=True)
+
+
+@pytest.mark.parametrize("route", list(answers.TENTH_TEAM))
+def test_a_function_that_states_tritons_module_and_name_is_not_tritons(route, tmp_path):
+    # The notebook's process only: Triton's functions are told by identity, the objects Triton's modules
+    # bound before any notebook code ran (gpu_compile.remember_tritons_own), not by a module and name.
+    import triton.language as tl
+    tritons_max = tl.max
+    try:
+        with pytest.raises(CheckFailed, match="another value than Triton's compiler"):
+            grader.check("day2.softmax", _softmax_of(answers.TENTH_TEAM[route], tmp_path, f"cheat_{route}"),
+                         hidden=True)
+    finally:
+        tl.max = tritons_max
+
+
+def test_tritons_own_functions_are_told_by_identity():
+    import functools
+
+    import triton.language as tl
+    from grader.student import gpu_compile
+
+    def forged(x):
+        return x
+    functools.update_wrapper(forged, tl.max)
+    assert gpu_compile._of_triton(tl.max) and gpu_compile._triton_name(tl.max) == "max"
+    assert gpu_compile._of_triton(tl.core.tensor) and gpu_compile._of_triton(tl.float32)
+    assert not gpu_compile._of_triton(forged) and gpu_compile._triton_name(forged) == "@max"
+    forged.__name__ = "wrapper"     # a stand-in's name
+    assert gpu_compile._triton_name(forged) == "@wrapper"
+    claims = type("tensor", (), {"__module__": "triton.language.core"})
+    assert not gpu_compile._tritons_class(claims)
+    kind = [["T", "max"]]
+    assert gpu_compile.agrees(kind, tl.max) and not gpu_compile.agrees(kind, forged)

@@ -676,18 +676,117 @@ def _noinline(jit_object) -> bool:
     return bool(getattr(jit_object, "noinline", False) or kept.get("noinline"))
 
 
+# What Triton's modules bound before any notebook code ran (remember_tritons_own): a function, class or
+# module is Triton's by identity, not by the module and name it states, which a notebook can write
+# (functools.update_wrapper(f, tl.max)), nor by what a module binds now (a notebook can rebind tl.max).
+_TRITONS = {"objects": {}, "code": {}, "globals": {}}
+
+
+def remember_tritons_own() -> None:
+    """Note Triton's modules, the classes and functions they define and the code of those functions (with
+    the code of the functions those make at run time: the interpreter's stand-ins and wrappers). Called
+    before any notebook code runs: when the grader is imported into a notebook's process, and at the start
+    of the compiler's process."""
+    import importlib
+    import pkgutil
+    import triton.language
+    for module in pkgutil.walk_packages(triton.language.__path__, "triton.language."):
+        with contextlib.suppress(Exception):   # (a back end's module that does not import here)
+            importlib.import_module(module.name)
+    for name in ("triton.runtime.interpreter", "triton.runtime.jit", "triton.compiler.code_generator"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    _note_tritons_modules()
+
+
+def _note_tritons_modules() -> bool:
+    """Note the modules of Triton's not noted yet (imported since: a Triton module's first import after
+    remember_tritons_own is trusted as it is found); whether there were any."""
+    objects, code, dicts = _TRITONS["objects"], _TRITONS["code"], _TRITONS["globals"]
+    if _TRITONS.get("modules_seen") == len(sys.modules):   # (nothing imported since the last look)
+        return False
+    _TRITONS["modules_seen"] = len(sys.modules)
+    new = [module for name, module in list(sys.modules.items())
+           if (name == "triton" or name.startswith("triton.")) and isinstance(module, types.ModuleType)
+           and id(module) not in objects]
+    for module in new:
+        objects[id(module)], dicts[id(vars(module))] = module, vars(module)
+    for module in new:
+        for value in list(vars(module).values()):
+            _note_tritons(value, objects, code, 0)
+    return bool(new)
+
+
+def _note_tritons(value, objects: dict, code: dict, depth: int) -> None:
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    elif isinstance(value, property):
+        for accessor in (value.fget, value.fset):
+            _note_tritons(accessor, objects, code, depth)
+        return
+    if depth > 4 or id(value) in objects or not isinstance(value, (type, types.FunctionType,
+                                                                    types.BuiltinFunctionType)):
+        if str(type(value).__module__).split(".")[0] == "triton" and id(value) not in objects \
+                and isinstance(getattr(value, "fn", None), types.FunctionType) \
+                and str(getattr(value.fn, "__module__", "")).split(".")[0] == "triton":
+            objects[id(value)] = value                 # Triton's @triton.jit functions (tl.sigmoid, tl.max)
+            _note_tritons(value.fn, objects, code, depth + 1)
+        return
+    if str(getattr(value, "__module__", None) or "").split(".")[0] != "triton":
+        return                                         # (what Triton imports from elsewhere: numpy, typing)
+    objects[id(value)] = value
+    if isinstance(value, type):
+        for member in list(vars(value).values()):
+            _note_tritons(member, objects, code, depth + 1)
+    elif isinstance(value, types.FunctionType):
+        todo = [value.__code__]
+        while todo:   # the code of the functions it makes: lambdas, closures, nested definitions
+            made = todo.pop()
+            code[id(made)] = made
+            todo += [c for c in made.co_consts if isinstance(c, types.CodeType) and id(c) not in code]
+        wrapped = getattr(value, "__wrapped__", None)
+        if wrapped is not None:
+            _note_tritons(wrapped, objects, code, depth + 1)
+
+
+def _is_tritons(value) -> bool:
+    """Whether `value` is a module, class or function of Triton's (remember_tritons_own), or a function Triton
+    made from its own code in one of its modules (the interpreter's wrappers of its builtins, whose builtin,
+    kept as the default `member`, must be Triton's too). Before anything is noted (a process that never
+    called remember_tritons_own), by the module and name it states."""
+    objects = _TRITONS["objects"]
+    if not objects:
+        module = getattr(value, "__module__", None) or getattr(value, "__name__", "")
+        return str(module).split(".")[0] == "triton"
+    return _known_as_tritons(value) or (_note_tritons_modules() and _known_as_tritons(value))
+
+
+def _known_as_tritons(value) -> bool:
+    if _TRITONS["objects"].get(id(value)) is value:
+        return True
+    if isinstance(value, types.FunctionType):
+        member = (value.__kwdefaults__ or {}).get("member", _MISSING)
+        return _TRITONS["code"].get(id(value.__code__)) is value.__code__ \
+            and _TRITONS["globals"].get(id(value.__globals__)) is value.__globals__ \
+            and (member is _MISSING or _is_tritons(member))
+    return False
+
+
 def _tritons_class(kind) -> bool:
-    """A class Triton defines: found under its name in the module of Triton's it says it comes from (a
-    notebook's class that only claims such a module is not)."""
-    module = getattr(kind, "__module__", None) or ""
-    return module.split(".")[0] == "triton" and getattr(sys.modules.get(module), kind.__name__, None) is kind
+    """A class Triton defines (a notebook's class that only claims one of Triton's modules is not)."""
+    if not _TRITONS["objects"]:
+        module = getattr(kind, "__module__", None) or ""
+        return module.split(".")[0] == "triton" and getattr(sys.modules.get(module), kind.__name__, None) is kind
+    return isinstance(kind, type) and _is_tritons(kind)
 
 
 def _tritons_own(fn, value) -> bool:
-    """Whether `value` is what Triton's module `fn.__module__` binds to `fn.__name__`."""
+    """Whether `value` is what Triton's module `fn.__module__` binds to `fn.__name__` (and was so before any
+    notebook code ran)."""
     module = fn.__module__ or ""
     return module.split(".")[0] == "triton" and _MODULE_NAME.fullmatch(module) is not None \
-        and fn.__name__.isidentifier() and getattr(sys.modules.get(module), fn.__name__, None) is value
+        and fn.__name__.isidentifier() and getattr(sys.modules.get(module), fn.__name__, None) is value \
+        and (not _TRITONS["objects"] or _is_tritons(value))
 
 
 def _constant(value) -> str | None:
@@ -970,7 +1069,8 @@ try:
 except Exception as e:
     print(MARK + json.dumps({"unavailable": repr(e)}), flush=True)
     sys.exit(0)
-from grader.student.gpu_compile import police_compile_time, record_visits
+from grader.student.gpu_compile import police_compile_time, record_visits, remember_tritons_own
+remember_tritons_own()
 visited = record_visits()
 values = police_compile_time()
 print(MARK + json.dumps({"ready": True}), flush=True)
@@ -1729,15 +1829,15 @@ def _said_kind(kind, mine: bool = False) -> str:
             return repr(value[:60] if type(value) is str else value)
         kind = _kind(value, False, 0)
         if kind[0] == "T" and not isinstance(value, getattr(tl.core, "base_value", tl.tensor)):
-            return f"Triton's {getattr(value, '__name__', type(value).__name__)}"
-        if kind[0] == "P":
+            kind = ["T", _triton_name(value)]
+        elif kind[0] == "P":
             return f"Python's {getattr(value, '__name__', type(value).__name__)}"
     if kind[0] == "s":
         return repr(kind[1][:60])
     if kind[0] == "d":
         return f"the dtype {kind[1]}"
-    if kind[0] == "T":
-        return f"Triton's {kind[1]}"
+    if kind[0] == "T":   # (a name with "@": a function not Triton's own, a notebook's @triton.jit one)
+        return f"Triton's {kind[1]}" if not kind[1].startswith("@") else f"the notebook's function {kind[1][1:]}"
     words = {"n": "None", "b": "a block", "B": "a builtin", "P": "a Python object"}
     if kind[0] == "c":
         return repr(kind[1])
@@ -1822,7 +1922,9 @@ _STAND_INS = re.compile(r"_new_\w*|_set_attr|wrapper|<lambda>|print")
 def _triton_name(value) -> str:
     """The name of one of Triton's functions, classes or modules as both sides can tell it: through a
     partial, a bound method, a @triton.jit object and the interpreter's wrappers of Triton's builtins (which
-    keep the builtin as their `member` default)."""
+    keep the builtin as their `member` default). A function that is not Triton's own (a notebook's
+    @triton.jit helper, or one that only states Triton's module and name) is named with a leading "@": it
+    agrees with none of Triton's, nor with a stand-in."""
     for _ in range(8):
         if isinstance(value, functools.partial):
             value = value.func
@@ -1835,26 +1937,25 @@ def _triton_name(value) -> str:
         else:
             break
     if isinstance(value, types.ModuleType):   # (by its last part: the compiler reads libdevice as its GPU's)
-        return str(getattr(value, "__name__", "")).rsplit(".", 1)[-1]
-    if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
-        return str(getattr(value, "__name__", ""))
-    return type(value).__name__
+        name = str(getattr(value, "__name__", "")).rsplit(".", 1)[-1]
+    elif isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+        name = str(getattr(value, "__name__", ""))
+    else:
+        return type(value).__name__
+    return name if _is_tritons(value) or value is print else "@" + name
 
 
 def _of_triton(value) -> bool:
-    """Whether an object is Triton's: a module of Triton's, or a function, class or object whose module
-    (or whose partial's function's, as the interpreter's tl.multiple_of) is one of Triton's."""
+    """Whether an object is Triton's (_is_tritons): a module, a function (also through a partial, as the
+    interpreter's tl.multiple_of, or a bound method, as a block's), a class, or an object of Triton's class
+    (a @triton.jit function, the notebook's too: _triton_name tells those apart)."""
     if isinstance(value, functools.partial):
         value = value.func
     if isinstance(value, types.MethodType):   # (a block's method: `p.sum`, a @triton.jit function of Triton's)
         value = value.__func__
-    if isinstance(value, types.ModuleType):
-        module = getattr(value, "__name__", "")
-    elif isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
-        module = getattr(value, "__module__", None) or ""
-    else:
-        module = type(value).__module__ or ""
-    return module.split(".")[0] == "triton"
+    if isinstance(value, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)):
+        return _is_tritons(value)
+    return _tritons_class(type(value))
 
 
 def agrees(kinds, value) -> bool:
