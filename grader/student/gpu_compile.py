@@ -1831,7 +1831,8 @@ def _said_kind(kind, mine: bool = False) -> str:
         if kind[0] == "T" and not isinstance(value, getattr(tl.core, "base_value", tl.tensor)):
             kind = ["T", _triton_name(value)]
         elif kind[0] == "P":
-            return f"Python's {getattr(value, '__name__', type(value).__name__)}"
+            name = getattr(value, '__name__', type(value).__name__)
+            return f"the notebook's function {name}" if isinstance(value, types.FunctionType) else f"Python's {name}"
     if kind[0] == "s":
         return repr(kind[1][:60])
     if kind[0] == "d":
