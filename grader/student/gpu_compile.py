@@ -693,7 +693,8 @@ def remember_tritons_own() -> None:
     for module in pkgutil.walk_packages(triton.language.__path__, "triton.language."):
         with contextlib.suppress(Exception):   # (a back end's module that does not import here)
             importlib.import_module(module.name)
-    for name in ("triton.runtime.interpreter", "triton.runtime.jit", "triton.compiler.code_generator"):
+    for name in ("triton.runtime.interpreter", "triton.runtime.jit", "triton.compiler.code_generator",
+                 "triton.tools.tensor_descriptor", "triton.testing"):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     _note_tritons_modules()
