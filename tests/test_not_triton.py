@@ -680,3 +680,27 @@ def test_tritons_own_functions_are_told_by_identity():
     assert not gpu_compile._tritons_class(claims)
     kind = [["T", "max"]]
     assert gpu_compile.agrees(kind, tl.max) and not gpu_compile.agrees(kind, forged)
+
+
+def test_a_stand_in_agrees_only_as_the_function_the_interpreter_binds_it_for():
+    import triton.language as tl
+    import triton.runtime.interpreter as interp
+    from grader.student import gpu_compile
+
+    def wrapper(x):        # a stand-in's name, bound where the interpreter binds its stand-ins
+        return x
+    tritons_max = tl.max
+    tl.max = wrapper
+    try:
+        assert not gpu_compile.agrees([["T", "max"]], wrapper)
+    finally:
+        tl.max = tritons_max
+    # Triton's own functions named as the interpreter's stand-ins are (a block method's wrapper): each agrees
+    # only with what it is bound for, no longer with any of Triton's functions
+    named_wrapper = [v for v in vars(tl.core.tensor).values() if getattr(v, "__name__", "") == "wrapper"]
+    assert all(gpu_compile._of_triton(v) and not gpu_compile.agrees([["T", "max"]], v) for v in named_wrapper)
+    block = tl.core.tensor(interp.TensorHandle(torch.zeros(4).numpy(), tl.float32), tl.block_type(tl.float32, [4]))
+    assert gpu_compile._triton_name(block.sum) == "sum" and gpu_compile._triton_name(block.max) == "max"
+    bound = getattr(importlib.import_module("triton.compiler.code_generator"), "BoundJITMethod", None)
+    if bound is not None:   # the compiler's `x.sum` (Triton 3.4 on) is named by its function, not its class
+        assert gpu_compile._triton_name(bound(block, tl.sum)) == "sum"

@@ -1916,9 +1916,28 @@ def _kind(value, builtin: bool, depth: int):
     return ["T", _triton_name(value)] if _of_triton(value) else ["P"]
 
 
-# The names of the interpreter's stand-ins for some of Triton's functions (tl.range, tl.multiple_of,
-# tl.reduce, a block's methods such as .sum): such a function agrees with any of Triton's
-_STAND_INS = re.compile(r"_new_\w*|_set_attr|wrapper|<lambda>|print")
+def _stands_in_for(value, name: str) -> bool:
+    """Whether the interpreter has bound `value` (one of Triton's own) to `name` in Triton's language for
+    this launch: its stand-in for the function the compiler had (tl.range, tl.reduce, tl.multiple_of)."""
+    import triton.language as tl
+    modules = (tl, tl.core, getattr(tl, "math", None), getattr(tl, "standard", None))
+    return any(module is not None and getattr(module, name, None) is value for module in modules)
+
+
+_METHOD_NAMES: dict = {}   # id(function) -> (function, the name a block's class binds it to)
+
+
+def _method_name(method) -> str | None:
+    """The name a block's method has on the block's class (`x.sum` is "sum" whatever the function bound
+    there is called: the interpreter binds wrappers), or None for another bound method."""
+    from triton.language import core
+    if not isinstance(method.__self__, getattr(core, "base_value", core.tensor)):
+        return None
+    kept = _METHOD_NAMES.get(id(method.__func__))
+    if kept is None or kept[0] is not method.__func__:
+        names = [k for cls in type(method.__self__).__mro__ for k, v in vars(cls).items() if v is method.__func__]
+        kept = _METHOD_NAMES[id(method.__func__)] = (method.__func__, names[0] if names else None)
+    return kept[1]
 
 
 def _triton_name(value) -> str:
@@ -1931,7 +1950,12 @@ def _triton_name(value) -> str:
         if isinstance(value, functools.partial):
             value = value.func
         elif isinstance(value, types.MethodType):
+            method = _method_name(value)   # a block's method, by its name on the block's class
+            if method is not None:
+                return method if _is_tritons(value.__func__) else "@" + method
             value = value.__func__
+        elif _tritons_class(type(value)) and hasattr(value, "__self__") and hasattr(value, "__func__"):
+            value = value.__func__          # the compiler's block method (BoundJITMethod, Triton 3.4 on)
         elif isinstance(value, types.FunctionType) and "member" in (value.__kwdefaults__ or {}):
             value = value.__kwdefaults__["member"]
         elif _tritons_class(type(value)) and isinstance(getattr(value, "fn", None), types.FunctionType):
@@ -2010,10 +2034,10 @@ def _agrees(kind, value, depth: int) -> bool:
     if tag == "B":
         return _of_triton(value) or getattr(value, "__module__", None) == "builtins"
     if tag == "T":   # one of Triton's, the same by name (tl.sum is not tl.max), or a stand-in of the interpreter's
-        if not _of_triton(value) and not (isinstance(value, types.BuiltinFunctionType) and value is print):
+        if not _of_triton(value) and value is not print:
             return False
-        name = _triton_name(value)
-        return name == kind[1] or _STAND_INS.fullmatch(name) is not None
+        name = _triton_name(value)   # (a stand-in must be Triton's own: a notebook can bind its own there)
+        return name == kind[1] or (not name.startswith("@") and _stands_in_for(value, kind[1]))
     return not _of_triton(value)
 
 
