@@ -361,6 +361,34 @@ LCE_DW_SUM = ("            if start == 0:\n"
               "                grad_w.addmm_(z.t(), h[start:end])                 # dL/dW += dZ^T h_c\n")
 
 
+# dQ added up with atomics by the dK/dV programs into a float32 buffer (one sweep, as some libraries do)
+DQ_BY_ATOMICS = {
+    "def dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, head, bh, N, start_m, offs_n, qk_scale,":
+    "def dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, head, bh, N, start_m, offs_n, "
+    "qk_scale, sm_scale,",
+    "    dk = tl.dot(ds_t.to(q.dtype), q, dk)\n    return dk, dv":
+    "    dk = tl.dot(ds_t.to(q.dtype), q, dk)\n"
+    "    dq = tl.dot(tl.trans(ds_t).to(k.dtype), k) * sm_scale\n"
+    "    tl.atomic_add(dq_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], dq, mask=rows[:, None])\n"
+    "    return dk, dv",
+    "def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,":
+    "def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, dq_ptr,",
+    "lse_ptr, delta_ptr, head, bh, N, start_m, offs_n,\n                               qk_scale,":
+    "lse_ptr, delta_ptr, dq_ptr, head, bh, N, start_m, offs_n,\n                               qk_scale, sm_scale,",
+    "lse_ptr, delta_ptr, head, bh, N, start_m, offs_n,\n                           qk_scale,":
+    "lse_ptr, delta_ptr, dq_ptr, head, bh, N, start_m, offs_n,\n                           qk_scale, sm_scale,",
+    "    dkdv_kernel[(triton.cdiv(n, bn), b * h)](q, k, v, do, lse, delta, dk, dv, n,":
+    "    dq32 = torch.zeros(q.shape, device=q.device, dtype=torch.float32)\n"
+    "    dkdv_kernel[(triton.cdiv(n, bn), b * h)](q, k, v, do, lse, delta, dk, dv, dq32, n,",
+    "    bm, bn, warps, stages = q_tiles\n": "    dq = dq32.to(q.dtype)\n    return dq, dk, dv\n",
+}
+# ... and the same with a load and a store in place of the atomic: programs of one launch race
+DQ_BY_LOAD_AND_STORE = {**DQ_BY_ATOMICS, "    dk = tl.dot(ds_t.to(q.dtype), q, dk)\n    return dk, dv":
+                        DQ_BY_ATOMICS["    dk = tl.dot(ds_t.to(q.dtype), q, dk)\n    return dk, dv"].replace(
+                            "    tl.atomic_add(dq_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], dq, mask=rows[:, None])\n",
+                            "    at = dq_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :]\n"
+                            "    tl.store(at, tl.load(at, mask=rows[:, None]) + dq, mask=rows[:, None])\n")}
+
 VARIANTS = [
     # (id, notebook, exercise key, {old: new}, words the message must contain)
     ("softmax: no max subtraction", "day2/softmax", "day2.softmax",
@@ -543,6 +571,8 @@ VARIANTS = [
     ("attention backward: dQ not scaled by 1/sqrt(d)", "day5/flash_attention_backward", "day5.attention_backward",
      {"(dq * sm_scale).to(dq_ptr.dtype.element_ty)": "dq.to(dq_ptr.dtype.element_ty)"},
      ["(dq)", "elements differ", "missing scale"]),
+    ("attention backward: dQ added up by a load and a store, not an atomic", "day5/flash_attention_backward",
+     "day5.attention_backward", DQ_BY_LOAD_AND_STORE, ["no atomic operation", "tl.atomic_add"]),
     ("attention backward: no D pre-pass (D taken as 0)", "day5/flash_attention_backward", "day5.attention_backward",
      {"tl.sum(o * do, axis=1), mask=rows)": "tl.sum(o * 0.0, axis=1), mask=rows)"},
      ["elements differ", "D = rowsum(dO * O)"]),
@@ -1048,28 +1078,9 @@ HONEST_VARIANTS = [
         "    tl.store(losses_ptr + n_rows + row, valid.to(tl.float32))\n": "",
         "    losses = torch.empty(2, n_rows,": "    losses = torch.empty(n_rows,",
         "    total, count = losses.sum(dim=1)\n    return total / count": "    return losses.sum() / (targets != IGNORE_INDEX).sum()"}),
-    # dQ added up with atomics by the dK/dV programs into a float32 buffer (one sweep, as some libraries
-    # do): results that vary in their last bits from run to run, but right
-    ("attention backward: dQ by atomics", "day5/flash_attention_backward", "day5.attention_backward", {
-        "def dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, head, bh, N, start_m, offs_n, qk_scale,":
-        "def dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, head, bh, N, start_m, offs_n, "
-        "qk_scale, sm_scale,",
-        "    dk = tl.dot(ds_t.to(q.dtype), q, dk)\n    return dk, dv":
-        "    dk = tl.dot(ds_t.to(q.dtype), q, dk)\n"
-        "    dq = tl.dot(tl.trans(ds_t).to(k.dtype), k) * sm_scale\n"
-        "    tl.atomic_add(dq_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], dq, mask=rows[:, None])\n"
-        "    return dk, dv",
-        "def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,":
-        "def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, dq_ptr,",
-        "lse_ptr, delta_ptr, head, bh, N, start_m, offs_n,\n                               qk_scale,":
-        "lse_ptr, delta_ptr, dq_ptr, head, bh, N, start_m, offs_n,\n                               qk_scale, sm_scale,",
-        "lse_ptr, delta_ptr, head, bh, N, start_m, offs_n,\n                           qk_scale,":
-        "lse_ptr, delta_ptr, dq_ptr, head, bh, N, start_m, offs_n,\n                           qk_scale, sm_scale,",
-        "    dkdv_kernel[(triton.cdiv(n, bn), b * h)](q, k, v, do, lse, delta, dk, dv, n,":
-        "    dq32 = torch.zeros(q.shape, device=q.device, dtype=torch.float32)\n"
-        "    dkdv_kernel[(triton.cdiv(n, bn), b * h)](q, k, v, do, lse, delta, dk, dv, dq32, n,",
-        "    bm, bn, warps, stages = q_tiles\n": "    dq = dq32.to(q.dtype)\n    return dq, dk, dv\n",
-    }),
+    # dQ by atomics: results that vary in their last bits from run to run, but right
+    ("attention backward: dQ by atomics", "day5/flash_attention_backward", "day5.attention_backward",
+     DQ_BY_ATOMICS),
     # the backward's multiply by PyTorch (the reference's Triton kernel is optional), the lecture's chunks of
     # 1024 rows and its zeroed accumulator
     ("linear + cross-entropy: PyTorch's mul_ in the backward, zeros and addmm_", "day5/linear_cross_entropy",

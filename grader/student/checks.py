@@ -26,6 +26,7 @@ from grader.quiet import stderr_to_stdout
 from grader.student import gpu_compile, integrity, memcheck
 from grader.student.bounds import OutOfBounds
 from grader.student.lane_races import LaneRace
+from grader.student.program_races import ProgramRace
 from grader.student.guard import DESCRIPTOR_RULE, HOST_ELEMENTS, Refused, _storage, _tensors_in, compile_only, interpreted_launches, watch
 
 
@@ -77,8 +78,8 @@ def where_it_raised(e: BaseException) -> str:
     frames = traceback.extract_tb(e.__traceback__)
     own = [f for f in frames if not f.filename.startswith(_LIBRARY_DIRS)] or frames[-1:]
     lines = [_frame_line(f) for f in own[-3:]]
-    cause = e if isinstance(e, OutOfBounds) else e.__cause__
-    if isinstance(cause, OutOfBounds):   # the interpreter wraps it: the grader's own words are the point
+    cause = e if isinstance(e, (OutOfBounds, ProgramRace)) else e.__cause__
+    if isinstance(cause, (OutOfBounds, ProgramRace)):   # the grader's own words are the point
         return "\n".join(lines + [str(cause)])
     if type(e).__name__ == "InterpreterError" and cause is not None:
         # The error of an interpreted kernel's line (a tl.dot of tiles that do not fit, a failed assert):

@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader import _PACKAGE_DIR
 from grader.compare import poison_
-from grader.student import bounds, gpu_compile, lane_races
+from grader.student import bounds, gpu_compile, lane_races, program_races
 
 # ATen ops a wrapper may use: allocation, views, layout and bookkeeping. Everything else computes.
 ALLOWED_OPS = frozenset("""
@@ -2149,6 +2149,7 @@ def _install() -> None:
                                                  None))
     bounds.install()   # in the CPU interpreter: loads and stores outside the kernel's tensors
     lane_races.install()   # ... and a load of what another lane of the program stored, with no barrier
+    program_races.install()   # ... and an element two programs touch, one storing it, with no atomic between
 
 
 _install()
