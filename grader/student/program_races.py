@@ -14,9 +14,9 @@ ends the elements touched by two programs, one of them storing, are judged. Not 
 - an access ordered after another program's by atomics: the first program did an atomic operation on
   some element after its access, and the second did one on the same element before its own, later in the
   launch (a ticket counter `tl.atomic_add(count, 1)` whose last program then reads what all stored).
-Atomic operations themselves are never races. Accesses through tensor descriptors and block pointers that
-do not go through the interpreter's masked loads and stores are not noted, nor chains of orderings through
-a third program; a launch that touches more than LIMIT elements is judged on the first LIMIT.
+Atomic operations themselves are never races. Accesses that do not go through the interpreter's masked
+loads and stores are not noted (in Triton 3.9 plain, block-pointer and descriptor accesses all do), nor
+orderings through a third program; a launch that touches more than LIMIT elements is judged on the first LIMIT.
 """
 from __future__ import annotations
 
