@@ -185,6 +185,7 @@ def _switch_on_interpreter() -> None:
     interpreter_driver.install()    # Triton's driver queries (tutorials, autotune, do_bench) answered on the CPU
     interpreter_lang.install()      # triton.language replaced once a launch, not again at each helper's call
     interpreter_lang.install_tree_reduce()   # tl.reduce by a combine function folds pairwise, as a GPU does
+    interpreter_lang.install_saturating_casts()   # a float past an integer's range converts as on a GPU
 
 
 def _uses_gpu(force_cpu: bool) -> bool:

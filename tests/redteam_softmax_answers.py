@@ -2480,3 +2480,97 @@ TENTH_TEAM = {
     "a_jit_function_named_max": _LOG_SUM_EXP.replace("def _log_sum_exp", "def max").replace("_log_sum_exp", "max")
     .replace("_tl_max = tl.max", "_tl_max = tl.max\n\n\n@triton.jit") + "tl.max = max\n" + _TENTH_TEAM_KERNEL,
 }
+
+
+# The eleventh red team's (each printed PASS in the notebook's process and broke no submission rule): a
+# combine function that tells the interpreter's blocks from the compiler's scalars (the pairwise fold
+# handed it whole blocks), one that keeps its first argument (a GPU's lanes combine in the compiler's
+# order), a float past int32's range converted (NumPy gives -2**31, the GPU 2**31 - 1), and a combine
+# function that passes the front end and fails in the GPU back end's passes (no verdict was given there).
+ELEVENTH_TEAM = {
+    'combine_tells_a_block_from_a_scalar': '''@triton.jit
+def add_pairs(a, b):
+    u, v = tl.split(tl.broadcast_to(a, [2]))
+    return a + b + (u - v)
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    total = tl.sum(e, axis=0)
+    f = tl.reduce(tl.arange(0, 4).to(tl.float32), 0, add_pairs)
+    y = tl.where(f == 2.0, e / total, e)
+    tl.store(out_ptr + row * out_stride + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+''',
+    'combine_keeps_its_first_argument': '''@triton.jit
+def first(a, b):
+    return a
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    total = tl.sum(e, axis=0)
+    f = tl.reduce(cols.to(tl.float32), 0, first)
+    y = tl.where(f == 0.0, e / total, e)
+    tl.store(out_ptr + row * out_stride + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+''',
+    'float_past_int32_converted': '''@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    e = tl.exp(x - m)
+    total = tl.sum(e, axis=0)
+    big = (m * 0.0 + 3.0e9).to(tl.int32)
+    r = tl.where(big < 0, 0.0, 1.0)
+    tl.store(out_ptr + row * out_stride + cols, (e / (total + r * total)).to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+''',
+    'combine_fails_in_the_gpu_back_end': '''@triton.jit
+def spread(a, b):
+    return tl.sum(tl.join(a, b), axis=None)
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    total = tl.sum(e, axis=0)
+    k = tl.reduce(tl.full([4], 1.0, tl.float32), 0, spread)
+    y = tl.where(k == 8.0, e / total, e)
+    tl.store(out_ptr + row * out_stride + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    softmax_row_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK_SIZE=triton.next_power_of_2(x.shape[1]))
+    return y
+''',
+}

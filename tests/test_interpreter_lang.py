@@ -13,6 +13,7 @@ from conftest import on_cpu_only
 pytestmark = on_cpu_only   # on a GPU no kernel is interpreted
 
 interp = pytest.importorskip("triton.runtime.interpreter")
+from grader.student import interpreter_lang  # noqa: E402
 
 
 @triton.jit
@@ -140,7 +141,8 @@ def test_a_long_sum_by_an_own_combine_is_as_exact_as_tl_sum(monkeypatch):
     fold = interp.ReduceOps._combine_blocks
     monkeypatch.setattr(interp.ReduceOps, "_combine_blocks", lambda *a: (calls.append(1), fold(*a))[1])
     assert _error_of_own_sum(32768) < 2e-6
-    assert len(calls) == 15, "the combine function was called element by element, not on whole blocks"
+    # 15 steps, each folded left with right and right with left
+    assert len(calls) == 30, "the combine function was called element by element, not on whole blocks"
 
 
 def test_triton_s_own_fold_one_by_one_misses_that_bound(monkeypatch):
@@ -164,3 +166,75 @@ def test_reductions_over_all_one_or_the_other_axis_keep_their_shapes():
     torch.testing.assert_close(whole, x.sum().reshape(1))
     torch.testing.assert_close(rows, x.sum(1))
     torch.testing.assert_close(cols, x.sum(0))
+
+
+@triton.jit
+def _add_and_tell_pairs_apart(a, b):   # a block of two here, a scalar to the compiler: u == v there
+    u, v = tl.split(tl.broadcast_to(a, [2]))
+    return a + b + (u - v)
+
+
+@triton.jit
+def _first(a, b):
+    return a
+
+
+@triton.jit
+def _larger_then_smaller_index(a, a_index, b, b_index):
+    larger = (a > b) | ((a == b) & (a_index < b_index))
+    return tl.where(larger, a, b), tl.where(larger, a_index, b_index)
+
+
+@triton.jit
+def _reduce_with(x_ptr, out_ptr, BLOCK: tl.constexpr, COMBINE: tl.constexpr):
+    tl.store(out_ptr, tl.reduce(tl.load(x_ptr + tl.arange(0, BLOCK)), 0, COMBINE))
+
+
+@triton.jit
+def _argmax_with_ties(x_ptr, index_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    _, index = tl.reduce((tl.load(x_ptr + offs), offs), 0, _larger_then_smaller_index)
+    tl.store(index_ptr, index)
+
+
+def test_a_combine_function_that_reads_a_shape_gets_one_element_at_a_time_as_compiled():
+    # the eleventh red team's: on whole blocks u and v were two elements, and the sum of 0..3 came out 2
+    out = torch.empty(1)
+    _reduce_with[(1,)](torch.arange(4, dtype=torch.float32), out, BLOCK=4, COMBINE=_add_and_tell_pairs_apart)
+    assert out.item() == 6.0
+    assert not interpreter_lang._elementwise_only(_add_and_tell_pairs_apart)
+    assert interpreter_lang._elementwise_only(_larger_then_smaller_index) and interpreter_lang._elementwise_only(_add)
+
+
+def test_a_combine_function_whose_result_depends_on_the_order_of_its_arguments_is_stopped():
+    # the eleventh red team's: keeping the first argument gave element 0 here; on a GPU each lane keeps its own
+    with pytest.raises(Exception, match=r"_first\(0.0, 1.0\) gives 0.0, and with its arguments swapped 1.0"):
+        _reduce_with[(1,)](torch.arange(8, dtype=torch.float32), torch.empty(1), BLOCK=8, COMBINE=_first)
+
+
+def test_ties_broken_by_the_index_give_the_first_largest_as_torch_does():
+    x = torch.tensor([1.0, 3.0, 2.0, 3.0, 0.0, 3.0, 1.0, 2.0])
+    index = torch.empty(1, dtype=torch.int32)
+    _argmax_with_ties[(1,)](x, index, BLOCK=8)
+    assert index.item() == 1
+
+
+@triton.jit
+def _to_integers(x_ptr, i32_ptr, u32_ptr, i64_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(i32_ptr + offs, x.to(tl.int32))
+    tl.store(u32_ptr + offs, x.to(tl.uint32))
+    tl.store(i64_ptr + offs, x.to(tl.int64))
+
+
+def test_a_float_past_an_integers_range_converts_as_on_a_gpu():
+    # PTX's cvt.rzi saturates and takes NaN to 0; NumPy on x86 gave -2**31 for all three (the eleventh
+    # red team's: a kernel that branched on `(3e9).to(tl.int32) < 0`)
+    x = torch.tensor([3e9, -3e9, float("nan"), 2.7, -2.7, 300.0, -5.0, 1e30])
+    i32, u32, i64 = (torch.empty(8, dtype=d) for d in (torch.int32, torch.uint32, torch.int64))
+    _to_integers[(1,)](x, i32, u32, i64, BLOCK=8)
+    top, bottom = 2**31 - 1, -2**31
+    assert i32.tolist() == [top, bottom, 0, 2, -2, 300, -5, top]
+    assert u32.tolist() == [3000000000, 0, 0, 2, 0, 300, 0, 2**32 - 1]
+    assert i64.tolist() == [3000000000, -3000000000, 0, 2, -2, 300, -5, 2**63 - 1]

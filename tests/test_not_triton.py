@@ -704,3 +704,11 @@ def test_a_stand_in_agrees_only_as_the_function_the_interpreter_binds_it_for():
     bound = getattr(importlib.import_module("triton.compiler.code_generator"), "BoundJITMethod", None)
     if bound is not None:   # the compiler's `x.sum` (Triton 3.4 on) is named by its function, not its class
         assert gpu_compile._triton_name(bound(block, tl.sum)) == "sum"
+
+
+@pytest.mark.parametrize("route", list(answers.ELEVENTH_TEAM))
+def test_the_eleventh_red_teams_routes_fail(route, tmp_path):
+    # combine functions that are not elementwise get one element at a time, and must not care which
+    # argument comes first; floats convert to integers as on a GPU; the back end's MLIR passes judge too
+    with pytest.raises(CheckFailed, match="elements differ|arguments swapped|compiler rejects it"):
+        grader.check("day2.softmax", _softmax_of(answers.ELEVENTH_TEAM[route], tmp_path, f"cheat_{route}"), hidden=True)

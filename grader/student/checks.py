@@ -25,6 +25,7 @@ from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
 from grader.quiet import stderr_to_stdout
 from grader.student import gpu_compile, integrity, memcheck
 from grader.student.bounds import OutOfBounds
+from grader.student.interpreter_lang import CombineOrderMatters
 from grader.student.lane_races import LaneRace
 from grader.student.program_races import ProgramRace
 from grader.student.guard import DESCRIPTOR_RULE, HOST_ELEMENTS, Refused, _storage, _tensors_in, compile_only, interpreted_launches, watch
@@ -86,7 +87,7 @@ def where_it_raised(e: BaseException) -> str:
         # its traceback, not the launch's, has the kernel's own line.
         inside = [f for f in traceback.extract_tb(cause.__traceback__) if not f.filename.startswith(_LIBRARY_DIRS)]
         lines += ["  in the kernel:"] + [_frame_line(f) for f in inside[-2:]] if inside else []
-    if isinstance(cause, LaneRace):
+    if isinstance(cause, (LaneRace, CombineOrderMatters)):
         return "\n".join(lines + [str(cause)])
     said = "\n".join(lines + traceback.format_exception_only(type(e), e)).rstrip()
     if isinstance(cause, AttributeError) and str(cause).startswith("'int' object has no attribute"):

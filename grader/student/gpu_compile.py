@@ -1051,10 +1051,47 @@ def frontend(fn, signature, constexprs, attrs, options, target) -> str | None:
     setup = (options, backend.get_codegen_implementation(options), backend.get_module_map(), context)
     try:   # (Triton 3.5 on also hands it the target)
         with_target = "target" in inspect.signature(src.make_ir).parameters
-        src.make_ir(*((target,) if with_target else ()), *setup)
+        module = src.make_ir(*((target,) if with_target else ()), *setup)
     except Exception as e:  # noqa: BLE001 - whatever the front end raises is its verdict on the source
         return compiler_message(e) if isinstance(e, CompilationError) else f"{type(e).__name__}: {e}"
+    return _to_gpu_ir(backend, src, options, module)
+
+
+def _to_gpu_ir(backend, src, options, module) -> str | None:
+    """The back end's first two stages (Triton IR optimised, then laid out for the GPU: ttir, ttgir), which
+    are MLIR passes that run the same on any machine: None where they pass, else why they failed (a combine
+    function that joins and sums its scalars passes the front end and fails here). Stages that need the GPU's
+    tools (PTX, the binary) are the informational compile's (check), which gives no verdict."""
+    stages = {}
+    try:
+        takes_language = len(inspect.signature(backend.add_stages).parameters) > 2
+        backend.add_stages(stages, options, *((src.language,) if takes_language else ()))
+        passes = [stages[name] for name in ("ttir", "ttgir")]
+    except Exception:  # noqa: BLE001 - a back end this cannot drive: no verdict, never the student's error
+        return None
+    metadata = {}
+    for name, run in zip(("ttir", "ttgir"), passes):
+        try:
+            with _quiet_stderr():
+                module = run(module, metadata)
+        except Exception as e:  # noqa: BLE001 - a failed pass is the compiler's verdict on the kernel
+            return f"Triton's compiler fails on it after its front end, in its {name} passes ({type(e).__name__}: {e})"
     return None
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """MLIR writes a failed pass's diagnostics to the process's stderr (file descriptor 2): kept out of
+    the notebook's output."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 # The front end's process: imports the kernels rebuilt (as files, where Triton reads their source) and

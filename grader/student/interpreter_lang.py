@@ -65,17 +65,22 @@ def install() -> None:
 
 def _tree_reduce(self, input):
     """A reduction with the student's own combine function, folded pairwise as a GPU folds it (each step
-    combines neighbours, left with right), on whole blocks: about log2(n) calls of the combine function
-    instead of n - 1, and a float sum's rounding error that grows with log2(n), as on the GPU, instead of
-    with n (Triton's interpreter folds element by element, left to right). Combine functions that only
-    take one element at a time (a Python `if` on their arguments) are folded in the same order, element by
-    element."""
+    combines neighbours, left with right): a float sum's rounding error that grows with log2(n), as on the
+    GPU, instead of with n (Triton's interpreter folds element by element, left to right). A combine
+    function made of elementwise operations only (_elementwise_only) is called on whole blocks, about
+    log2(n) calls instead of n - 1; any other is called one element at a time, as the compiler hands it
+    its arguments (an operation that depends on a block's shape, `tl.broadcast_to(a, [2])`, would see a
+    block here and a scalar there). Either way each step is also folded right with left: a GPU's lanes
+    combine in an order its compiler picks, so a combine function whose result depends on the order of
+    its arguments stops the kernel (CombineOrderMatters)."""
+    if not _elementwise_only(self.combine_fn):
+        return _fold_pairwise(self, input, whole_blocks=False)
     from triton.language import core
     truth = core.tensor.__dict__.get("__bool__")
     core.tensor.__bool__ = _truth_of_one_element   # the interpreter calls a block true: refused here
     try:
         return _fold_pairwise(self, input, whole_blocks=True)
-    except Exception:  # noqa: BLE001 - the same fold element by element raises again if the error is real
+    except _OneElementAtATime:   # a Python `if` on the arguments: one element at a time, as compiled
         pass
     finally:
         if truth is None:
@@ -83,6 +88,10 @@ def _tree_reduce(self, input):
         else:
             core.tensor.__bool__ = truth
     return _fold_pairwise(self, input, whole_blocks=False)
+
+
+class CombineOrderMatters(Exception):
+    """A reduction's combine function gave another result with its arguments swapped."""
 
 
 class _OneElementAtATime(Exception):
@@ -93,6 +102,62 @@ def _truth_of_one_element(block) -> bool:
     if block.handle.data.size != 1:
         raise _OneElementAtATime()
     return bool(block.handle.data)
+
+
+# Triton's functions that compute each element from the same elements of their arguments alone: on a block
+# of the interpreter's as on the compiler's scalars
+_ELEMENTWISE = {"where", "maximum", "minimum", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "abs",
+                "fma", "cdiv", "clamp", "sigmoid", "cast", "erf", "floor", "ceil", "sin", "cos", "div_rn",
+                "fdiv", "umulhi"}
+_PLAIN_NODES = ("Return", "Assign", "AugAssign", "Expr", "Pass", "If", "Name",
+                "Load", "Store", "Constant", "Tuple", "BinOp", "UnaryOp", "BoolOp", "Compare", "IfExp", "keyword")
+_elementwise_of: dict = {}   # id(function) -> (function, whether it is elementwise only)
+
+
+def _elementwise_only(jit_function) -> bool:
+    """Whether a @triton.jit combine function's source uses only arithmetic, comparisons, its own names and
+    Triton's elementwise functions (`tl.maximum`, `x.to(...)`): then a block of the interpreter's gives,
+    element by element, what the compiler's scalars give. A helper called, a shape, a reduction: no."""
+    import ast
+    import inspect
+    import textwrap
+    kept = _elementwise_of.get(id(jit_function))
+    if kept is not None and kept[0] is jit_function:
+        return kept[1]
+    try:
+        source = getattr(jit_function, "src", None) or inspect.getsource(jit_function.fn)
+        tree = ast.parse(textwrap.dedent(source))
+    except (OSError, TypeError, SyntaxError, AttributeError):
+        tree = None
+    glob = getattr(getattr(jit_function, "fn", None), "__globals__", {})
+    body = tree.body[0].body if tree is not None and tree.body and isinstance(tree.body[0], ast.FunctionDef) else None
+    verdict = body is not None and all(_plain(node, glob) for statement in body for node in ast.walk(statement))
+    _elementwise_of[id(jit_function)] = (jit_function, verdict)
+    return verdict
+
+
+def _plain(node, glob: dict) -> bool:
+    import ast
+    kind = type(node).__name__
+    if kind in _PLAIN_NODES or isinstance(node, (ast.operator, ast.unaryop, ast.boolop, ast.cmpop)):
+        return True
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "to":
+            return True                                    # x.to(dtype)
+        return isinstance(func, ast.Attribute) and func.attr in _ELEMENTWISE and _of_language(func.value, glob)
+    if isinstance(node, ast.Attribute):   # Triton's functions and dtypes (tl.float32), a method `.to`, a dtype
+        return _of_language(node.value, glob) or node.attr in ("to", "dtype")
+    return False
+
+
+def _of_language(node, glob: dict) -> bool:
+    """Whether an expression names triton.language or its math module (`tl`, `tl.math`) in these globals."""
+    import ast
+    import triton.language as tl
+    if isinstance(node, ast.Name):
+        return glob.get(node.id) in (tl, tl.math)
+    return isinstance(node, ast.Attribute) and node.attr == "math" and _of_language(node.value, glob)
 
 
 def _fold_pairwise(self, input, whole_blocks: bool):
@@ -109,10 +174,13 @@ def _fold_pairwise(self, input, whole_blocks: bool):
         right = [np.take(d, np.arange(1, 2 * pairs, 2), axis=axis) for d in data]
         if whole_blocks:
             folded = self._combine_blocks(left, right, dtypes)
+            _same_either_way(self, folded, self._combine_blocks(right, left, dtypes), left, right)
         else:
             folded = [np.empty_like(side) for side in left]
             for index in np.ndindex(left[0].shape):
-                pair = self._combine_blocks([d[index] for d in left], [d[index] for d in right], dtypes)
+                a, b = [d[index] for d in left], [d[index] for d in right]
+                pair = self._combine_blocks(a, b, dtypes)
+                _same_either_way(self, pair, self._combine_blocks(b, a, dtypes), a, b)
                 for out, value in zip(folded, pair):
                     out[index] = value.reshape(())
         if n % 2:   # the last element, unpaired, folds at the next step
@@ -127,6 +195,26 @@ def _fold_pairwise(self, input, whole_blocks: bool):
             d = d.item()
         reduced.append(self.to_tensor(d, dtype))
     return reduced[0] if len(reduced) == 1 else tuple(reduced)   # as Triton 3.3's; later ones take either
+
+
+def _same_either_way(self, ab: list, ba: list, a: list, b: list) -> None:
+    """Raise CombineOrderMatters where combine(a, b) and combine(b, a) differ (NaN equals NaN)."""
+    import numpy as np
+    for x, y in zip(ab, ba):
+        differ = (x != y) & ~((x != x) & (y != y))
+        if np.any(differ):
+            at = tuple(int(i) for i in np.argwhere(np.atleast_1d(differ))[0])
+            def pick(arrays):
+                values = [np.atleast_1d(v)[at].item() for v in arrays]
+                return values[0] if len(values) == 1 else tuple(values)
+
+            name = getattr(getattr(self.combine_fn, "fn", None), "__name__", "the combine function")
+            raise CombineOrderMatters(
+                f"tl.reduce with `{name}`: {name}({pick(a)}, {pick(b)}) gives {pick(ab)}, and with its "
+                f"arguments swapped {pick(ba)}. On a GPU the lanes of a reduction combine in an order the "
+                f"compiler picks (each lane with its partner in a butterfly of shuffles, then across warps), "
+                f"so a combine function must give the same result whichever argument comes first: break a "
+                f"tie by the smaller index, as tl.argmax does, instead of keeping the first argument.")
 
 
 def _combine_blocks(self, left: list, right: list, dtypes: list) -> list:
@@ -155,3 +243,41 @@ def install_tree_reduce() -> None:
     _tree_reduce.tritons = reduce_ops.generic_reduce     # kept for the tests that compare the two folds
     reduce_ops.generic_reduce = _tree_reduce
     reduce_ops._combine_blocks = _combine_blocks
+
+
+def _saturating(original, name: str):
+    """A float-to-integer conversion to 32 or 64 bits as the GPU makes it (PTX's `cvt` from a float to an
+    integer clamps to the integer's range): a value past the range becomes its largest or smallest value and
+    NaN becomes 0, where NumPy on x86 gives the smallest value for all three (3e9 to int32: 2147483647 on
+    the GPU, -2147483648 in NumPy)."""
+    def convert(self, src, dst_type):
+        import numpy as np
+        import triton.runtime.interpreter as interp
+        target = np.dtype(interp._get_np_dtype(dst_type))
+        data = np.asarray(src.data)
+        if target.kind not in "iu" or target.itemsize < 4 or data.dtype.kind != "f":
+            return original(self, src, dst_type)   # (8 and 16 bits: which register the GPU converts in is
+                                                   # the compiler's choice, not followed here)
+        limits = np.iinfo(target)
+        wide = np.trunc(np.nan_to_num(data.astype(np.float64), nan=0.0))
+        with np.errstate(invalid="ignore"):   # (the values past the range are replaced below)
+            result = np.clip(wide, limits.min, limits.max).astype(target) if target.itemsize < 8 else \
+                np.where(wide >= float(limits.max), limits.max,
+                         np.where(wide <= float(limits.min), limits.min, wide.astype(target))).astype(target)
+        return interp.TensorHandle(result, dst_type.scalar)
+    convert.__name__ = name
+    convert.saturating = True
+    return convert
+
+
+def install_saturating_casts() -> None:
+    """Convert floats to integers in the interpreter as the GPU does (once per process)."""
+    try:
+        import triton.runtime.interpreter as interp
+    except ImportError:  # pragma: no cover - triton is a dependency
+        return
+    builder = interp.InterpreterBuilder
+    for name in ("create_fp_to_si", "create_fp_to_ui"):
+        original = getattr(builder, name, None)
+        if original is not None and not getattr(original, "saturating", False):
+            setattr(builder, name, _saturating(original, name))
