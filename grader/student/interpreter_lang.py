@@ -12,8 +12,9 @@ replaced yet (a helper from a module that names `tl.core` where the kernel named
 The interpreter stays Triton's own: the same replacements, made by Triton's function, in the same
 order; only repeats are skipped. Without the interpreter's hooks (another Triton) nothing changes.
 
-One thing the interpreter does differently from a GPU is changed (install_tree_reduce): `tl.reduce` with
-a combine function of the kernel's own. Triton's interpreter folds it element by element, left to right, so
+Two things the interpreter does differently from a GPU are changed. A float converted to a 32- or 64-bit
+integer past its range clamps, as the GPU's conversion does (install_saturating_casts). And (install_tree_reduce)
+`tl.reduce` with a combine function of the kernel's own. Triton's interpreter folds it element by element, left to right, so
 a float sum's rounding error grows with its length (a softmax's sum over 17,000 columns missed a relative
 tolerance of 1e-5), and calls the combine function once per element. A GPU folds in a tree: each thread
 its few elements, then pairs of threads and warps. Folding pairwise on whole blocks rounds as the GPU does,
