@@ -238,3 +238,13 @@ def test_a_float_past_an_integers_range_converts_as_on_a_gpu():
     assert i32.tolist() == [top, bottom, 0, 2, -2, 300, -5, top]
     assert u32.tolist() == [3000000000, 0, 0, 2, 0, 300, 0, 2**32 - 1]
     assert i64.tolist() == [3000000000, -3000000000, 0, 2, -2, 300, -5, 2**63 - 1]
+
+
+@triton.jit
+def _online_max_and_sum(m1, s1, m2, s2):   # Liger-Kernel's manner: a constant made by float("-inf")
+    m = tl.maximum(m1, m2)
+    return m, tl.where(m == float("-inf"), 0.0, s1 * tl.exp(m1 - m) + s2 * tl.exp(m2 - m))
+
+
+def test_float_of_a_constant_keeps_a_combine_function_elementwise():
+    assert interpreter_lang._elementwise_only(_online_max_and_sum)

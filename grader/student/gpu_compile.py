@@ -1071,27 +1071,11 @@ def _to_gpu_ir(backend, src, options, module) -> str | None:
         return None
     metadata = {}
     for name, run in zip(("ttir", "ttgir"), passes):
-        try:
-            with _quiet_stderr():
-                module = run(module, metadata)
+        try:   # (MLIR's diagnostics go to the front end's process's stderr, which nobody reads)
+            module = run(module, metadata)
         except Exception as e:  # noqa: BLE001 - a failed pass is the compiler's verdict on the kernel
             return f"Triton's compiler fails on it after its front end, in its {name} passes ({type(e).__name__}: {e})"
     return None
-
-
-@contextlib.contextmanager
-def _quiet_stderr():
-    """MLIR writes a failed pass's diagnostics to the process's stderr (file descriptor 2): kept out of
-    the notebook's output."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 # The front end's process: imports the kernels rebuilt (as files, where Triton reads their source) and
@@ -1912,7 +1896,9 @@ def dispatching(fn, compiler_def: str, source: str, calls: dict, base, transform
             by_kinds[frozen(kinds)] = variant
         return variant(*args, **kwargs)
 
-    return types.FunctionType(call.__code__, fn.__globals__, fn.__name__, None, call.__closure__)
+    stand_in = types.FunctionType(call.__code__, fn.__globals__, fn.__name__, None, call.__closure__)
+    stand_in.compiler_def = compiler_def   # the helper as compiled (interpreter_lang reads a combine function's)
+    return stand_in
 
 
 # ---------------------------------------------------------------------------------------------------
