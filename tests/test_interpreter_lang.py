@@ -248,3 +248,38 @@ def _online_max_and_sum(m1, s1, m2, s2):   # Liger-Kernel's manner: a constant m
 
 def test_float_of_a_constant_keeps_a_combine_function_elementwise():
     assert interpreter_lang._elementwise_only(_online_max_and_sum)
+
+
+@triton.jit
+def _loop_indices(out_ptr, n):
+    halves = 0
+    for i in range(-3, 0):            # a loop the compiler keeps: its index an int32 block
+        halves += i // 2              # -3 // 2 is -1 on a GPU (it truncates), -2 in Python
+    tl.store(out_ptr, halves)
+    wide = 0
+    for i in range(1, 2):
+        wide = i * 65536 * 65536      # wraps to 0 in int32; 2**32 in Python
+    tl.store(out_ptr + 1, wide)
+    unrolled = 0
+    for i in tl.static_range(-3, 0):  # unrolled: a Python int in the compiler too, which floor-divides
+        unrolled += i // 2
+    tl.store(out_ptr + 2, unrolled)
+    last = n * 0                      # (an int64, as the loop makes it)
+    for i in tl.range(n - 2, n, num_stages=1):   # an int64 bound: an int64 index, which does not wrap
+        last = i * 4
+    tl.store(out_ptr + 3, last)
+    down = 0
+    for i in range(3, -1, -1):        # a negative constant step, which the compiler turns round
+        for j in range(i):            # bounds that are blocks themselves
+            down += j
+    tl.store(out_ptr + 4, down)
+
+
+def test_a_loops_index_computes_as_the_compilers_int32_block():
+    # the eleventh red team's: `i // 2` and `i * 65536 * 65536` on a loop's index gave Python's answers
+    # here and int32's on a GPU, so a kernel could be right in one place only
+    from grader.student import guard
+    out = torch.zeros(5, dtype=torch.int64)
+    with guard.watch():
+        _loop_indices[(1,)](out, 2**31)
+    assert out.tolist() == [-1 + -1 + 0, 0, -2 + -1 + -1, (2**31 - 1) * 4, 3 + 1 + 0]

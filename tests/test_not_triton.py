@@ -709,6 +709,7 @@ def test_a_stand_in_agrees_only_as_the_function_the_interpreter_binds_it_for():
 @pytest.mark.parametrize("route", list(answers.ELEVENTH_TEAM))
 def test_the_eleventh_red_teams_routes_fail(route, tmp_path):
     # combine functions that are not elementwise get one element at a time, and must not care which
-    # argument comes first; floats convert to integers as on a GPU; the back end's MLIR passes judge too
+    # argument comes first; floats convert to integers as on a GPU; the back end's MLIR passes judge too;
+    # a loop's index is an int32 block, which truncates when it divides and wraps past 2**31
     with pytest.raises(CheckFailed, match="elements differ|arguments swapped|compiler rejects it"):
         grader.check("day2.softmax", _softmax_of(answers.ELEVENTH_TEAM[route], tmp_path, f"cheat_{route}"), hidden=True)

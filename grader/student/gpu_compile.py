@@ -35,6 +35,8 @@ import time
 import types
 from pathlib import Path
 
+from grader.student import interpreter_lang
+
 # (backend, compute capability, warp size) of the grading GPU, where a kernel must compile, and of the GPU
 # students most often run on (Colab's free T4), where failing to compile is said but costs nothing; named
 # as the messages name them.
@@ -1764,6 +1766,10 @@ def as_compiled(fn, compiler_def: str, source: str, poison: list, runs, transfor
                 if id(node) in messages:
                     error = ast.Constant(ast.unparse(node))
                 return ast.copy_location(ast.Expr(error) if isinstance(node, ast.stmt) else error, node)
+            if isinstance(node, ast.For) and i not in unrolled and isinstance(node.iter, ast.Call):
+                # a loop the compiler compiled as a loop: its index an integer block, as on the GPU
+                node.iter = ast.copy_location(ast.Call(ast.Name(_AGREE + "_loop", ast.Load()),
+                                                       [node.iter.func, *node.iter.args], node.iter.keywords), node.iter)
             if i in values and _checkable(node):
                 lines[i] = (first + getattr(node, "lineno", 1) - 1, ast.unparse(node))   # (its text, before the checks)
             indices = [f.target.id for f in loops.get(id(node), ()) if index.get(id(f)) in unrolled]
@@ -1784,7 +1790,8 @@ def as_compiled(fn, compiler_def: str, source: str, poison: list, runs, transfor
     if transformer is not None:
         tree = transformer.visit(tree)
     outer = ast.FunctionDef(name=_AGREE + "_around", args=ast.arguments(
-        posonlyargs=[], args=[ast.arg(_AGREE), ast.arg(_AGREE + "_text")], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        posonlyargs=[], args=[ast.arg(_AGREE), ast.arg(_AGREE + "_text"), ast.arg(_AGREE + "_loop")], kwonlyargs=[],
+        kw_defaults=[], defaults=[]),
         body=[*tree.body, ast.Return(ast.Name(fn.__name__, ast.Load()))], decorator_list=[], returns=None,
         type_params=[])
     tree = ast.Module([outer], type_ignores=[])
@@ -1792,7 +1799,8 @@ def as_compiled(fn, compiler_def: str, source: str, poison: list, runs, transfor
     ast.increment_lineno(tree, first - 1)
     namespace: dict = {}
     exec(compile(tree, fn.__code__.co_filename, "exec"), fn.__globals__, namespace)
-    rebuilt = namespace[outer.name](_agreement(fn.__name__, {i: values[i] for i in lines}, lines), _unwrapped)
+    rebuilt = namespace[outer.name](_agreement(fn.__name__, {i: values[i] for i in lines}, lines), _unwrapped,
+                                    interpreter_lang.compiled_loop)
     rebuilt.__defaults__, rebuilt.__kwdefaults__ = runs.__defaults__, runs.__kwdefaults__
     return rebuilt
 

@@ -287,3 +287,45 @@ def install_saturating_casts() -> None:
         original = getattr(builder, name, None)
         if original is not None and not getattr(original, "saturating", False):
             setattr(builder, name, _saturating(original, name))
+
+
+def compiled_loop(iterate, *args, **kwargs):
+    """A loop's values as the compiler makes its index: for a `range` or `tl.range` loop (not
+    `tl.static_range`, which it unrolls with Python ints) the index is a scalar block of the integer type its
+    start, end and step promote to, int32 for the numbers that fit. The interpreter's index is a Python int,
+    which floor-divides negative numbers (-1 // 2 is -1; the GPU truncates to 0) and never overflows (the
+    GPU's int32 wraps): a kernel could compute one thing here and another on a GPU. `iterate` is the loop's
+    own iterator function, called as the kernel calls it."""
+    import numpy as np
+    import triton.language as tl
+    import triton.runtime.interpreter as interp
+    bounds = [*args[:3], *([kwargs["step"]] if kwargs.get("step") is not None else [])]
+    kind = tl.int32   # (a range's missing start and step are the compiler's int32 constants)
+    for bound in bounds:
+        kind = _promoted(kind, _integer_type(bound))
+    numbers = np.dtype(interp._get_np_dtype(kind))
+    for value in iterate(*args, **kwargs):
+        yield tl.tensor(interp.TensorHandle(np.array([int(value)]).astype(numbers), kind), kind)
+
+
+def _integer_type(bound):
+    """The compiler's type of a loop bound: a block's own, or a Python number's as Triton makes it a constant."""
+    import triton.language as tl
+    bound = getattr(bound, "value", bound) if isinstance(bound, tl.constexpr) else bound
+    if isinstance(bound, tl.tensor):
+        return bound.dtype if bound.dtype.is_int() else tl.int32   # (a float bound the compiler refuses)
+    number = int(bound)
+    if -2**31 <= number < 2**31:
+        return tl.int32
+    if 0 <= number < 2**32:
+        return tl.uint32
+    return tl.int64 if number < 2**63 else tl.uint64
+
+
+def _promoted(a, b):
+    """Two integer types' common type, by the compiler's rule (Triton's integer_promote_impl): the wider,
+    and of equal widths the unsigned one."""
+    if a.int_signedness == b.int_signedness:
+        return a if a.int_bitwidth > b.int_bitwidth else b
+    unsigned, signed = (a, b) if a.is_int_unsigned() else (b, a)
+    return unsigned if unsigned.int_bitwidth >= signed.int_bitwidth else signed
