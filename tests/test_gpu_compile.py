@@ -223,3 +223,27 @@ def test_the_back_end_compiles_the_module_the_front_end_judged():
     # module the back end compiled, which then gave no verdict; it compiles what the front end compiled now
     judged, failures, usage = gpu_compile.check(_launches_of(add_with_an_infinite_constant))
     assert judged == 2 and failures == [] and [u["kernel"] for u in usage] == ["add_after_a_max"], (judged, failures)
+
+
+@triton.jit
+def _scale_a_row(x_ptr, out_ptr, start, n, scale, BLOCK: tl.constexpr):
+    offs = start + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * scale, mask=offs < n)
+
+
+def test_launches_that_differ_in_values_the_compiler_does_not_see_share_one_front_end_compile():
+    # one launch a row, each with its own offset and scale: the front end compiled each of them before
+    # (hundreds for Day 5's dropout done a row at a time); the compiler sees an integer's type and whether it
+    # is a multiple of 16, and a float's type, so three compiles remain: BLOCK 16 at offsets that are all
+    # multiples of 16, and BLOCK 8 (a new kernel) at 8, which is not one, and at 48, which is
+    if gpu_compile._frontend_process() is None:
+        pytest.skip("no compiler front end runs here")
+    x, out = torch.randn(64), torch.empty(64)
+    before = gpu_compile._frontend_state.get("compiled", 0)
+    with guard.watch():
+        for start, scale in ((0, 1.5), (32, 2.5), (16, 0.5), (48, 3.0)):
+            _scale_a_row[(1,)](x, out, start, 64, scale, BLOCK=16)
+        _scale_a_row[(1,)](x, out, 8, 64, 1.0, BLOCK=8)
+        _scale_a_row[(1,)](x, out, 48, 64, 1.0, BLOCK=8)
+    assert gpu_compile._frontend_state["compiled"] - before == 3
+    assert torch.equal(out[:8], x[:8] * 1.5) and torch.equal(out[8:16], x[8:16]) and torch.equal(out[48:56], x[48:56]) and torch.equal(out[56:], x[56:] * 3.0)

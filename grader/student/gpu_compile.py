@@ -1083,7 +1083,7 @@ def _to_gpu_ir(backend, src, options, module) -> str | None:
 # The front end's process: imports the kernels rebuilt (as files, where Triton reads their source) and
 # answers each request with the launches it refuses, a JSON line after MARK.
 _FRONTEND_CHILD = r'''
-import contextlib, importlib.util, json, os, pathlib, sys, tempfile, warnings
+import contextlib, copy, importlib.util, json, os, pathlib, sys, tempfile, warnings
 warnings.simplefilter("ignore")
 sys.path[:0] = sys.argv[1:]   # the grader, then the Triton the checked process runs
 MARK = "@@frontend@@"
@@ -1093,39 +1093,55 @@ try:
 except Exception as e:
     print(MARK + json.dumps({"unavailable": repr(e)}), flush=True)
     sys.exit(0)
-from grader.student.gpu_compile import police_compile_time, record_visits, remember_tritons_own
+from grader.student.gpu_compile import merge_sets, police_compile_time, record_visits, remember_tritons_own
 remember_tritons_own()
-visited = record_visits()
-values = police_compile_time()
+visits_now = record_visits()   # (filled in by the compiler as it compiles)
+values_now = police_compile_time()
 print(MARK + json.dumps({"ready": True}), flush=True)
 folder = tempfile.mkdtemp(prefix="grader-frontend-")
 sys.path.insert(0, folder)
 target = list(GRADING_TARGETS.values())[0]
+# A launch's scalar values (a row's offset, a seed) are the compiler's only by their type and whether they
+# are multiples of 16: a check that launches once a row asks the same compile hundreds of times. Each
+# module is imported once and each compile made once (its verdict, and what the compiler visited and was
+# given, kept under the module's text and the job).
+modules, judged_jobs = {}, {}
 for n, line in enumerate(sys.stdin):
-    request, failures, judged = json.loads(line), [], 0
-    visited.clear()
-    values.clear()
-    name = f"student_kernels_{n}"
-    path = os.path.join(folder, name + ".py")
-    pathlib.Path(path).write_text(request["module"])
+    request, failures, judged, compiled = json.loads(line), [], 0, 0
+    visited, values = {}, {}   # of this request's compiles
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
+            module = modules.get(request["module"])
+            if module is None:
+                name = f"student_kernels_{n}"
+                path = os.path.join(folder, name + ".py")
+                pathlib.Path(path).write_text(request["module"])
+                spec = importlib.util.spec_from_file_location(name, path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
+                modules[request["module"]] = module
             unknown = []
             jobs = compile_jobs(module, request["specs"], unknown)
             failures += [[kernel, f"its argument `{name}` is of a kind Triton's launcher cannot hand a kernel"]
                          for kernel, name in unknown]
-            for spec_, fn, signature, constexprs, attrs, options in jobs.values():
-                message = frontend(fn, signature, constexprs, attrs, options, target)
+            for key, (spec_, fn, signature, constexprs, attrs, options) in jobs.items():
+                job = (request["module"], key, json.dumps(sorted(attrs.items()), default=str))
+                if job not in judged_jobs:
+                    visits_now.clear()
+                    values_now.clear()
+                    message = frontend(fn, signature, constexprs, attrs, options, target)
+                    judged_jobs[job] = (message, copy.deepcopy(visits_now), copy.deepcopy(values_now))
+                    compiled += 1
+                message, job_visits, job_values = judged_jobs[job]
+                merge_sets(visited, job_visits)
+                merge_sets(values, job_values)
                 judged += 1
                 if message:
                     failures.append([spec_["kernel"], message])
     except Exception as e:
         failures.append(["", f"{type(e).__name__}: {e}"])
-    print(MARK + json.dumps({"failures": failures, "judged": judged,
+    print(MARK + json.dumps({"failures": failures, "judged": judged, "compiled": compiled,
                              "visited": {name: {kinds: sorted(nodes) for kinds, nodes in calls.items()}
                                          for name, calls in visited.items()},
                              "values": {name: {kinds: {i: sorted(v) if i == "static" else {k: sorted(s) for k, s in v.items()}
@@ -1135,9 +1151,21 @@ for n, line in enumerate(sys.stdin):
 _FRONTEND_MARK = "@@frontend@@"
 
 
+def merge_sets(into: dict, more: dict) -> None:
+    """Add `more` to `into`: dictionaries of dictionaries whose leaves are sets (the visits and values of
+    compiles, record_visits and police_compile_time), the sets joined."""
+    for key, value in more.items():
+        if isinstance(value, dict):
+            merge_sets(into.setdefault(key, {}), value)
+        else:
+            into[key] = into.get(key, set()) | value
+
+
 class FrontendFailed(Exception):
     """The front end's process did not start or answer."""
-_frontend_state: dict = {}     # "proc": the front end's process; "unavailable": why there is none
+_frontend_state: dict = {}     # "proc": the front end's process; "unavailable": why there is none;
+                               # "compiled": how many compiles it made (launches that differ only in
+                               # values the compiler does not see share one)
 _FRONTEND_DONE: dict = {}
 
 
@@ -1228,6 +1256,7 @@ def frontend_refusals(module: str, specs: list) -> list | None:
         proc.stdin.flush()
         reply = _frontend_reply(proc, FRONTEND_TIMEOUT_S)
         verdict = [tuple(f) for f in reply["failures"]]
+        _frontend_state["compiled"] = _frontend_state.get("compiled", 0) + int(reply.get("compiled", 0))
         visited = {name: {kinds: frozenset(nodes) for kinds, nodes in calls.items()}
                    for name, calls in reply["visited"].items()}
         values = {name: {kinds: {i if i == "static" else int(i): frozenset(v) if i == "static" else
