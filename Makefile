@@ -31,16 +31,24 @@ linux-only:
 	  echo "Triton has no wheels for $(OS_NAME): open the course in Google Colab (README, 'Open in Colab')," \
 	       "or use Linux (on Windows, WSL2)." >&2; exit 1; fi
 
+# rfc3987-syntax, which Jupyter's packages bring for jsonschema's optional check of the "iri" format (no
+# notebook or Jupyter schema uses it), builds 39 parsers whenever jsonschema is imported: 1.4 s of CPU in
+# every process that reads a notebook (each nbgrader and nbconvert command, each server). Without it
+# jsonschema skips that one format. (A later pip install may bring it back: this runs after each.)
+UNINSTALL_SLOW_IMPORT = $(BIN)/python -m pip uninstall -q -y rfc3987-syntax
+
 # What a student needs: the course and its notebooks' packages.
 $(VENV)/.installed: $(BIN)/activate pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -m pip install -q -e .
+	$(UNINSTALL_SLOW_IMPORT)
 	touch $@
 
 # What the test suite needs beyond that (a browser driver, a PostgreSQL driver, pytest-xdist).
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e ".[test]"
+	$(UNINSTALL_SLOW_IMPORT)
 	touch $@
 
 install: $(VENV)/.installed

@@ -53,3 +53,16 @@ def test_the_image_has_one_cuda_the_torch_wheels_and_says_which_driver_it_needs(
     assert f"torch=={pin}" in (REPO / "environment.yml").read_text()
     assert f"torch=={pin}" in (REPO / "Makefile").read_text()
     assert re.search(r"driver \d+ or newer", dockerfile)
+
+
+def test_reading_a_notebook_builds_no_parsers_for_a_format_no_schema_uses():
+    # rfc3987-syntax builds 39 parsers whenever jsonschema is imported (1.4 s of CPU in each nbgrader and
+    # nbconvert process); `make install` and the image take it out, and nbformat still validates
+    import subprocess
+    import sys
+    assert "pip uninstall -y rfc3987-syntax" in (REPO / "Dockerfile").read_text()
+    probe = ("import sys, nbformat\n"
+             "nbformat.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('x = 1')]))\n"
+             "print('rfc3987_syntax' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False", "rfc3987-syntax is installed here: `make install` uninstalls it"
