@@ -241,6 +241,30 @@ def test_a_float_past_an_integers_range_converts_as_on_a_gpu():
 
 
 @triton.jit
+def _to_narrow_integers(x_ptr, i8_ptr, u8_ptr, i16_ptr, u16_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(i8_ptr + offs, x.to(tl.int8))
+    tl.store(u8_ptr + offs, x.to(tl.uint8))
+    tl.store(i16_ptr + offs, x.to(tl.int16))
+    tl.store(u16_ptr + offs, x.to(tl.uint16))
+
+
+def test_a_float_converted_to_8_or_16_bits_gives_what_an_h200_gave():
+    # 16 bits clamp; 8 bits clamp to 16 and keep the low byte (NumPy kept the low byte of an int32: 70000.0
+    # to int8 was 112, on the GPU -1). The expected rows are an H200's (Triton 3.6) for these inputs.
+    x = torch.tensor([300.0, -300.0, 70000.0, -70000.0, float("nan"), 2.7, -2.7, 1e30, -1e30, 128.0, 255.5,
+                      65535.9, float("inf"), -float("inf"), -1.0, 3e9])
+    outs = [torch.empty(16, dtype=d) for d in (torch.int8, torch.uint8, torch.int16, torch.uint16)]
+    _to_narrow_integers[(1,)](x, *outs, BLOCK=16)
+    assert [o.tolist() for o in outs] == [
+        [44, -44, -1, 0, 0, 2, -2, -1, 0, -128, -1, -1, -1, 0, -1, -1],
+        [44, 0, 255, 0, 0, 2, 0, 255, 0, 128, 255, 255, 255, 0, 0, 255],
+        [300, -300, 32767, -32768, 0, 2, -2, 32767, -32768, 128, 255, 32767, 32767, -32768, -1, 32767],
+        [300, 0, 65535, 0, 0, 2, 0, 65535, 0, 128, 255, 65535, 65535, 0, 0, 65535]]
+
+
+@triton.jit
 def _online_max_and_sum(m1, s1, m2, s2):   # Liger-Kernel's manner: a constant made by float("-inf")
     m = tl.maximum(m1, m2)
     return m, tl.where(m == float("-inf"), 0.0, s1 * tl.exp(m1 - m) + s2 * tl.exp(m2 - m))

@@ -12,13 +12,17 @@ replaced yet (a helper from a module that names `tl.core` where the kernel named
 The interpreter stays Triton's own: the same replacements, made by Triton's function, in the same
 order; only repeats are skipped. Without the interpreter's hooks (another Triton) nothing changes.
 
-Two things the interpreter does differently from a GPU are changed. A float converted to a 32- or 64-bit
-integer past its range clamps, as the GPU's conversion does (install_saturating_casts). And (install_tree_reduce)
-`tl.reduce` with a combine function of the kernel's own. Triton's interpreter folds it element by element, left to right, so
-a float sum's rounding error grows with its length (a softmax's sum over 17,000 columns missed a relative
-tolerance of 1e-5), and calls the combine function once per element. A GPU folds in a tree: each thread
-its few elements, then pairs of threads and warps. Folding pairwise on whole blocks rounds as the GPU does,
-within a small factor, and calls the combine function log2(n) times.
+Things the interpreter does differently from a GPU are changed:
+- a float converted to an integer past its range clamps, as the GPU's conversion does (to 8 bits, through
+  16: install_saturating_casts);
+- a loop's index is an integer block of the compiler's type, not a Python int (compiled_loop, which
+  gpu_compile.as_compiled puts around each loop the compiler did not unroll);
+- `tl.reduce` with a combine function of the kernel's own (install_tree_reduce). Triton's interpreter folds
+  it element by element, left to right, so a float sum's rounding error grows with its length (a softmax's
+  sum over 17,000 columns missed a relative tolerance of 1e-5), and calls the combine function once per
+  element. A GPU folds in a tree: each thread its few elements, then pairs of threads and warps. Folding
+  pairwise on whole blocks rounds as the GPU does, within a small factor, and calls the combine function
+  log2(n) times.
 """
 from __future__ import annotations
 
@@ -252,25 +256,26 @@ def install_tree_reduce() -> None:
 
 
 def _saturating(original, name: str):
-    """A float-to-integer conversion to 32 or 64 bits as the GPU makes it (PTX's `cvt` from a float to an
-    integer clamps to the integer's range): a value past the range becomes its largest or smallest value and
-    NaN becomes 0, where NumPy on x86 gives the smallest value for all three (3e9 to int32: 2147483647 on
-    the GPU, -2147483648 in NumPy)."""
+    """A float-to-integer conversion as the GPU makes it: to 16, 32 or 64 bits it clamps to the integer's
+    range (PTX's `cvt` from a float saturates) and takes NaN to 0, where NumPy on x86 gives the smallest
+    value (3e9 to int32: 2147483647 on the GPU, -2147483648 in NumPy). To 8 bits the GPU converts to 16
+    bits, so clamped, and keeps the low byte (measured on an H200, Triton 3.6: 300.0 to int8 is 44,
+    70000.0 is -1, -70000.0 is 0), where NumPy keeps the low byte of the int32 (70000.0: 112)."""
     def convert(self, src, dst_type):
         import numpy as np
         import triton.runtime.interpreter as interp
         target = np.dtype(interp._get_np_dtype(dst_type))
         data = np.asarray(src.data)
-        if target.kind not in "iu" or target.itemsize < 4 or data.dtype.kind != "f":
-            return original(self, src, dst_type)   # (8 and 16 bits: which register the GPU converts in is
-                                                   # the compiler's choice, not followed here)
-        limits = np.iinfo(target)
+        if target.kind not in "iu" or data.dtype.kind != "f":
+            return original(self, src, dst_type)
+        register = target if target.itemsize > 1 else np.dtype(target.kind + "2")   # (8 bits go through 16)
+        limits = np.iinfo(register)
         wide = np.trunc(np.nan_to_num(data.astype(np.float64), nan=0.0))
         with np.errstate(invalid="ignore"):   # (the values past the range are replaced below)
-            result = np.clip(wide, limits.min, limits.max).astype(target) if target.itemsize < 8 else \
+            result = np.clip(wide, limits.min, limits.max).astype(register) if register.itemsize < 8 else \
                 np.where(wide >= float(limits.max), limits.max,
-                         np.where(wide <= float(limits.min), limits.min, wide.astype(target))).astype(target)
-        return interp.TensorHandle(result, dst_type.scalar)
+                         np.where(wide <= float(limits.min), limits.min, wide.astype(register))).astype(register)
+        return interp.TensorHandle(result.astype(target), dst_type.scalar)   # (the low byte, for 8 bits)
     convert.__name__ = name
     convert.saturating = True
     return convert
