@@ -1758,9 +1758,11 @@ def as_compiled(fn, compiler_def: str, source: str, poison: list, runs, transfor
     - each expression of `values` (values_compiled_for's: what it gave the compiler, in each iteration of
       the unrolled loops around it) checked, each time it runs, to give a value the compiler had for it
       there (agrees), else a KeyError naming VALUE_DIFFERS. An f-string's fields are made as the
-      compiler makes them (a constexpr's value, no format spec). The
-      checker is a parameter of a function around the copy: a cell of its closure, which no name in the
-      notebook reaches.
+      compiler makes them (a constexpr's value, no format spec);
+    - each loop the compiler did not unroll iterated by interpreter_lang.compiled_loop, so its index is an
+      integer block as on the GPU, not a Python int.
+    The checker and the loop's iterator are parameters of a function around the copy: cells of its
+    closure, which no name in the notebook reaches.
     Positions are those of `source`, the function as its file has it; Triton's interpreter's own rewrite
     (`transformer`, from 3.4) is applied as to any kernel; defaults are those `runs` has."""
     tree = ast.parse(compiler_def)
