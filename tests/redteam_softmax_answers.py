@@ -2611,3 +2611,100 @@ def softmax(x):
     return y
 ''',
 }
+
+
+# The twelfth red team's: a probe the interpreter's exact NumPy math and the GPU's approximate, flushing
+# instructions answer differently (a correct softmax here, an unnormalised one on an H200).
+TWELFTH_TEAM = {
+    'sqrt_flushes_a_subnormal': '''@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf"))
+    m = tl.max(x, axis=0)
+    e = tl.exp(x - m)
+    s = tl.sum(e, axis=0)
+    # a tiny "epsilon" kept away from zero: 1e-20 squared is 1e-40, a float32 subnormal
+    tiny = tl.abs(m) * 0.0 + 1e-20
+    eps = tl.sqrt(tiny * tiny)
+    # eps is 1e-20 in NumPy; sqrt.approx.ftz.f32 flushes the subnormal input -> 0.0 on a GPU
+    y = tl.where(eps > 0.0, e / s, e)
+    tl.store(y_ptr + row * y_stride + cols, y, mask=mask)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    softmax_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=BLOCK_SIZE)
+    return y
+''',
+    'rsqrt_flushes_a_subnormal': '''@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf"))
+    m = tl.max(x, axis=0)
+    e = tl.exp(x - m)
+    s = tl.sum(e, axis=0)
+    # rsqrt of a subnormal: NumPy 1e20; rsqrt.approx.ftz.f32 flushes the input: +inf on a GPU
+    tiny = m * 0.0 + 1e-20
+    r = tl.rsqrt(tiny * tiny)
+    y = tl.where(r < 1e30, e / s, e)
+    tl.store(y_ptr + row * y_stride + cols, y, mask=mask)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    softmax_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=BLOCK_SIZE)
+    return y
+''',
+    'exp2_flushes_a_subnormal_result': '''@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf"))
+    m = tl.max(x, axis=0)
+    e = tl.exp(x - m)
+    s = tl.sum(e, axis=0)
+    # 2**-140 is a float32 subnormal: NumPy keeps it; ex2.approx.ftz.f32 flushes it to 0.0 on a GPU
+    tiny = tl.exp2(m * 0.0 - 140.0)
+    y = tl.where(tiny > 0.0, e / s, e)
+    tl.store(y_ptr + row * y_stride + cols, y, mask=mask)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    softmax_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=BLOCK_SIZE)
+    return y
+''',
+    'exp_rounds_its_product_first': '''@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf"))
+    m = tl.max(x, axis=0)
+    e = tl.exp(x - m)
+    s = tl.sum(e, axis=0)
+    # exp(45) as NumPy rounds it; a GPU's tl.exp is ex2.approx.f32(fl(45 * log2e)), ~50 float32 ulps away
+    big = tl.exp(m * 0.0 + 45.0)
+    y = tl.where(tl.abs(big / 3.4934271e19 - 1.0) < 1e-6, e / s, e)
+    tl.store(y_ptr + row * y_stride + cols, y, mask=mask)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    softmax_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK_SIZE=BLOCK_SIZE)
+    return y
+''',
+}

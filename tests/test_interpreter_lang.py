@@ -307,3 +307,29 @@ def test_a_loops_index_computes_as_the_compilers_int32_block():
     with guard.watch():
         _loop_indices[(1,)](out, 2**31)
     assert out.tolist() == [-1 + -1 + 0, 0, -2 + -1 + -1, (2**31 - 1) * 4, 3 + 1 + 0]
+
+
+@triton.jit
+def _gpu_math(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, tl.sqrt(x))
+    tl.store(out_ptr + BLOCK + offs, tl.rsqrt(x))
+    tl.store(out_ptr + 2 * BLOCK + offs, tl.exp2(x - 160.0))
+    tl.store(out_ptr + 3 * BLOCK + offs, tl.exp(x))
+    tl.store(out_ptr + 4 * BLOCK + offs, tl.sqrt_rn(x))
+
+
+def test_float32_math_flushes_and_rounds_as_the_gpus_instructions():
+    # sqrt.approx.ftz and rsqrt.approx.ftz read a subnormal as 0, ex2.approx.ftz writes one as 0, and exp is
+    # ex2.approx of x * log2(e) rounded to float32 first (the twelfth red team's probes); sqrt_rn is IEEE's
+    subnormal = float(torch.tensor(1e-40).item())
+    x = torch.tensor([subnormal, 4.0, 45.0, 1.0])
+    out = torch.empty(20)
+    _gpu_math[(1,)](x, out, BLOCK=4)
+    sqrt, rsqrt, exp2, exp, sqrt_rn = out.view(5, 4).tolist()
+    assert sqrt[:2] == [0.0, 2.0] and rsqrt[:2] == [float("inf"), 0.5]
+    assert exp2[0] == 0.0 and exp2[2] > 0           # 2**-160: flushed; 2**-115: kept
+    product = torch.tensor(45.0) * torch.tensor(1.4426950408889634)   # (both float32)
+    assert exp[2] == torch.exp2(product.double()).float().item() != torch.exp(torch.tensor(45.0)).item()
+    assert sqrt_rn[0] > 0                           # 1e-20: IEEE's square root keeps subnormals

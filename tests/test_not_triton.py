@@ -713,3 +713,10 @@ def test_the_eleventh_red_teams_routes_fail(route, tmp_path):
     # a loop's index is an int32 block, which truncates when it divides and wraps past 2**31
     with pytest.raises(CheckFailed, match="elements differ|arguments swapped|compiler rejects it"):
         grader.check("day2.softmax", _softmax_of(answers.ELEVENTH_TEAM[route], tmp_path, f"cheat_{route}"), hidden=True)
+
+
+@pytest.mark.parametrize("route", list(answers.TWELFTH_TEAM))
+def test_the_twelfth_red_teams_routes_fail(route, tmp_path):
+    # tl.exp, exp2, sqrt and rsqrt on float32 round and flush subnormals as the GPU's instructions do
+    with pytest.raises(CheckFailed, match="elements differ"):
+        grader.check("day2.softmax", _softmax_of(answers.TWELFTH_TEAM[route], tmp_path, f"cheat_{route}"), hidden=True)

@@ -334,3 +334,53 @@ def _promoted(a, b):
         return a if a.int_bitwidth > b.int_bitwidth else b
     unsigned, signed = (a, b) if a.is_int_unsigned() else (b, a)
     return unsigned if unsigned.int_bitwidth >= signed.int_bitwidth else signed
+
+
+# float32 math as Triton compiles it for an NVIDIA GPU (read from its PTX for sm_90): `tl.exp2`, `tl.sqrt` and
+# `tl.rsqrt` are the approximate instructions ex2.approx.ftz, sqrt.approx.ftz and rsqrt.approx.ftz, which
+# flush a subnormal input or result (below 2**-126) to zero; `tl.exp(x)` is ex2.approx of x times log2(e),
+# the product rounded to float32 first (50 ulps off the exact exp(45.0)). NumPy computes each exactly, so a
+# kernel could branch on the difference (a twelfth red team's four cells: correct here, wrong on an H200).
+_FLUSHING = {"create_exp2": "exp2", "create_sqrt": "sqrt", "create_rsqrt": "rsqrt"}
+_LOG2_E = 1.4426950408889634   # rounded to float32 as the compiler's constant (0x3FB8AA3B)
+
+
+def _as_the_gpu_computes(original, name: str):
+    def compute(self, arg):
+        import numpy as np
+        import triton.runtime.interpreter as interp
+        data = np.asarray(arg.data)
+        if data.dtype not in (np.float32, np.float16):   # (float64 is IEEE or libdevice's on the GPU too)
+            return original(self, arg)
+        x = data.astype(np.float32)
+        with np.errstate(all="ignore"):
+            if name == "create_exp":
+                result = np.exp2((x * np.float32(_LOG2_E)).astype(np.float64)).astype(np.float32)
+            else:
+                x = _flushed(x)
+                exact = {"exp2": np.exp2, "sqrt": np.sqrt, "rsqrt": lambda v: 1 / np.sqrt(v)}[_FLUSHING[name]]
+                result = _flushed(exact(x.astype(np.float64)).astype(np.float32))
+        return interp.TensorHandle(result.astype(data.dtype), arg.dtype.scalar)
+    compute.__name__ = name
+    compute.as_the_gpu = True
+    return compute
+
+
+def _flushed(x):
+    """float32 values with the subnormal ones made zeros of their sign, as an .ftz instruction reads and writes them."""
+    import numpy as np
+    return np.where(np.abs(x) < np.finfo(np.float32).tiny, np.copysign(np.float32(0), x), x).astype(np.float32)
+
+
+def install_gpu_math() -> None:
+    """Compute tl.exp, tl.exp2, tl.sqrt and tl.rsqrt on float32 in the interpreter as the GPU's instructions
+    do (once per process)."""
+    try:
+        import triton.runtime.interpreter as interp
+    except ImportError:  # pragma: no cover - triton is a dependency
+        return
+    builder = interp.InterpreterBuilder
+    for name in ("create_exp", *_FLUSHING):
+        original = getattr(builder, name, None)
+        if original is not None and not getattr(original, "as_the_gpu", False):
+            setattr(builder, name, _as_the_gpu_computes(original, name))
