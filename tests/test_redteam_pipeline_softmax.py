@@ -85,6 +85,11 @@ CLASS = {
                             "a constexpr list of (tl.sum, tl.max) reversed in a branch the compiler reads"),
     # the tenth red team's
     "honest_reduce_sum": (answers.HONEST_REDUCE_SUM, 3, "a row's sum by tl.reduce with the kernel's own add"),
+    # the twelfth red team's: a probe that NumPy's exact math and the GPU's approximate instructions answer apart
+    **{f"cheat_{route}": (answer, 0, f"normalises only where {route.replace('_', ' ')} goes unseen")
+       for route, answer in answers.TWELFTH_TEAM.items()},
+    "honest_liger_cache_hints": (answers.HONEST_LIGER_CACHE_HINTS, 3,
+                                 "Liger-Kernel's manner with cache hints, an int64 row index, 4096-column blocks"),
 }
 # What the submission rules refuse (the cell is not run; its feedback names the rule)
 REFUSED = {"cheat_patches_the_grader": "assigns grader.check",
