@@ -31,10 +31,9 @@ linux-only:
 	  echo "Triton has no wheels for $(OS_NAME): open the course in Google Colab (README, 'Open in Colab')," \
 	       "or use Linux (on Windows, WSL2)." >&2; exit 1; fi
 
-# rfc3987-syntax, which Jupyter's packages bring for jsonschema's optional check of the "iri" format (no
-# notebook or Jupyter schema uses it), builds 39 parsers whenever jsonschema is imported: 1.4 s of CPU in
-# every process that reads a notebook (each nbgrader and nbconvert command, each server). Without it
-# jsonschema skips that one format. (A later pip install may bring it back: this runs after each.)
+# rfc3987-syntax costs every process that imports jsonschema over a second of CPU, for a format no notebook
+# uses (grader/pipeline/nbgrader_process.py, which keeps it out of the batch's own processes wherever it is
+# installed). Taken out here for every other Jupyter process; it runs after each pip install, which may bring it back.
 UNINSTALL_SLOW_IMPORT = $(BIN)/python -m pip uninstall -q -y rfc3987-syntax
 
 # What a student needs: the course and its notebooks' packages.

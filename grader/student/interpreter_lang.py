@@ -277,21 +277,27 @@ def _saturating(original, name: str):
                          np.where(wide <= float(limits.min), limits.min, wide.astype(register))).astype(register)
         return interp.TensorHandle(result.astype(target), dst_type.scalar)   # (the low byte, for 8 bits)
     convert.__name__ = name
-    convert.saturating = True
+    convert.as_the_gpu = True
     return convert
 
 
 def install_saturating_casts() -> None:
     """Convert floats to integers in the interpreter as the GPU does (once per process)."""
+    _replace_builder_methods(("create_fp_to_si", "create_fp_to_ui"), _saturating)
+
+
+def _replace_builder_methods(names, as_the_gpu) -> None:
+    """Put `as_the_gpu(original, name)` in place of each of the interpreter's builder methods `names`, once
+    (what it returns is marked `as_the_gpu`)."""
     try:
         import triton.runtime.interpreter as interp
     except ImportError:  # pragma: no cover - triton is a dependency
         return
     builder = interp.InterpreterBuilder
-    for name in ("create_fp_to_si", "create_fp_to_ui"):
+    for name in names:
         original = getattr(builder, name, None)
-        if original is not None and not getattr(original, "saturating", False):
-            setattr(builder, name, _saturating(original, name))
+        if original is not None and not getattr(original, "as_the_gpu", False):
+            setattr(builder, name, as_the_gpu(original, name))
 
 
 def compiled_loop(iterate, *args, **kwargs):
@@ -375,12 +381,4 @@ def _flushed(x):
 def install_gpu_math() -> None:
     """Compute tl.exp, tl.exp2, tl.sqrt and tl.rsqrt on float32 in the interpreter as the GPU's instructions
     do (once per process)."""
-    try:
-        import triton.runtime.interpreter as interp
-    except ImportError:  # pragma: no cover - triton is a dependency
-        return
-    builder = interp.InterpreterBuilder
-    for name in ("create_exp", *_FLUSHING):
-        original = getattr(builder, name, None)
-        if original is not None and not getattr(original, "as_the_gpu", False):
-            setattr(builder, name, _as_the_gpu_computes(original, name))
+    _replace_builder_methods(("create_exp", *_FLUSHING), _as_the_gpu_computes)
