@@ -6,7 +6,7 @@ Three ways to run a cheat, from fastest:
 - `grader.check` called directly, for cheats that need no notebook trick and leave no state behind;
 - `_notebook_scores`: the filled release, edited as a student would, sanitized by the real
   `sanitize_notebook` (so the submission rules apply), then run cell by cell in a fresh IPython shell in
-  a subprocess with NBGRADER_EXECUTION=autograde, test cells taken from solutions/ (hidden tests in),
+  a process of its own (tests/cell_runner.py) with NBGRADER_EXECUTION=autograde, test cells taken from solutions/ (hidden tests in),
   scored as nbgrader would (a graded cell that raises scores 0). This is the student's own process
   alone, the layer that also serves interactive checks; at grading time the checker decides graded
   cells (tests/test_checker.py grades cheats through it);
@@ -14,7 +14,6 @@ Three ways to run a cheat, from fastest:
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import triton
 import triton.language as tl
 
 import grader
+import cell_runner
 import classroom
 from adversarial_class import cell, filled, insert_before
 from conftest import DEVICE, REPO, nbgrader, needs_gpu, require_sandbox
@@ -351,19 +351,6 @@ def test_an_answer_from_a_replaced_pytorch_operator_is_refused():
 # ---------------------------------------------------------------------------------------------------
 # Notebooks: sanitized as at grading, then run in IPython as nbgrader's kernel would
 
-_RUNNER = r'''
-import json, os, sys
-os.environ["NBGRADER_EXECUTION"] = "autograde"
-from IPython.core.interactiveshell import InteractiveShell
-shell = InteractiveShell.instance()
-cells = json.load(open(sys.argv[1]))
-ok = []
-for source in cells:
-    ok.append(bool(shell.run_cell(source).success))
-print("RESULTS " + json.dumps(ok))
-'''
-
-
 def _notebook_scores(tmp_path, name="vector_add", day="day1", edits=None, answer=None, before=(), after=()):
     """{grade_id: points earned} for the filled notebook with the student's changes, graded on CPU."""
     nb = filled(day, name, edits)
@@ -382,15 +369,11 @@ def _notebook_scores(tmp_path, name="vector_add", day="day1", edits=None, answer
               if c.metadata.get("nbgrader", {}).get("grade")}
     code = [c for c in clean.cells if c.cell_type == "code"]
     sources = [hidden.get(c.metadata.get("nbgrader", {}).get("grade_id"), c.source) for c in code]
-    (tmp_path / "cells.json").write_text(json.dumps(sources))
-    (tmp_path / "runner.py").write_text(_RUNNER)
     # The course first, then whatever the environment already puts on the path (a GPU machine without
     # network may keep the Jupyter stack there).
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "cells.json")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULTS "))
-    ok = json.loads(line[len("RESULTS "):])
+    env = dict(os.environ, NBGRADER_EXECUTION="autograde",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    ok = cell_runner.run_cells(sources, tmp_path, env)
     return {c.metadata["nbgrader"]["grade_id"]: (c.metadata["nbgrader"]["points"] if passed else 0)
             for c, passed in zip(code, ok) if c.metadata.get("nbgrader", {}).get("grade")}
 
