@@ -1,4 +1,6 @@
 """Without a GPU, a visible check also compiles the student's kernels for the grading GPU (sm_90)."""
+import inspect
+
 import pytest
 import torch
 import triton
@@ -247,3 +249,38 @@ def test_launches_that_differ_in_values_the_compiler_does_not_see_share_one_fron
         _scale_a_row[(1,)](x, out, 48, 64, 1.0, BLOCK=8)
     assert gpu_compile._frontend_state["compiled"] - before == 3
     assert torch.equal(out[:8], x[:8] * 1.5) and torch.equal(out[8:16], x[8:16]) and torch.equal(out[48:56], x[48:56]) and torch.equal(out[56:], x[56:] * 3.0)
+
+
+@triton.jit
+def _negated_or_not(x_ptr, out_ptr, n, NEGATE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    if NEGATE:     # the branch the compiler did not take is made to raise in the interpreter's copy
+        x = -x
+    tl.store(out_ptr + offs, x, mask=offs < n)
+
+
+def test_the_interpreters_copy_of_a_kernel_as_compiled_is_made_once_and_anew_for_a_new_definition(monkeypatch, tmp_path):
+    # the copy was made for every launch: 868 for Day 5's dropout done a row at a time
+    if gpu_compile._frontend_process() is None:
+        pytest.skip("no compiler front end runs here")
+    made = []
+    copy = gpu_compile._copy_as_compiled
+    monkeypatch.setattr(gpu_compile, "_copy_as_compiled", lambda *a: made.append(a[0]) or copy(*a))
+    x, out = torch.randn(16), torch.empty(16)
+    with guard.watch():
+        for negate in (False, False, True, False, True):
+            _negated_or_not[(1,)](x, out, 16, NEGATE=negate, BLOCK=16)
+            assert torch.equal(out, -x if negate else x)
+    assert len(made) == 2, made   # one copy for each branch the compiler took
+    # the kernel defined again, as a cell run again would, doing something else: a copy of its own,
+    # which runs the new definition
+    import importlib.util
+    path = tmp_path / "again.py"
+    path.write_text("import triton\nimport triton.language as tl\n\n\n" + inspect.getsource(_negated_or_not.fn).replace("mask=offs < n)\n", "mask=offs < n) * 3\n", 1))
+    spec = importlib.util.spec_from_file_location("again", path)
+    again = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(again)
+    with guard.watch():
+        again._negated_or_not[(1,)](x, out, 16, NEGATE=True, BLOCK=16)
+    assert len(made) == 3 and torch.equal(out, -3 * x), made
