@@ -48,7 +48,7 @@ def require_sandbox():
 # Files whose tests share nothing (no fixture wider than a test, no order): with `--dist loadfile` pytest-xdist
 # hands their tests to its workers one by one; every other file's tests, and a lecture notebook's cells, go
 # to one worker and run there in order, as loadfile does.
-SPREAD = {"test_wrong_variants", "test_solutions", "test_timer", "test_redteam"}
+SPREAD = {"test_wrong_variants", "test_solutions", "test_timer"}
 
 
 # The files that take longest (worker-seconds of one CI run, the most first), handed out first: pytest-xdist

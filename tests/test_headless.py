@@ -30,10 +30,11 @@ from grader.checker import headless
 from grader.lectures import day1, day2, day3, day4
 
 # Runs per cell: the widgets students leave in answers (cheap, and the kind that stalled: 50 runs each),
-# and the lectures' widgets (about a second each on busy cores, drawn by the same code path: 4 runs each
-# keeps a few dozen runs per executor; STRESS_LECTURE_REPEATS=50 for a long run).
+# and the lectures' widgets (about a second each on busy cores, drawn by the same code path: 3 runs each,
+# the fewest whose median one stall does not move, keeps a score of runs per executor;
+# STRESS_LECTURE_REPEATS=50 for a long run).
 REPEATS = int(os.environ.get("STRESS_REPEATS", "50"))
-LECTURE_REPEATS = int(os.environ.get("STRESS_LECTURE_REPEATS", "4"))
+LECTURE_REPEATS = int(os.environ.get("STRESS_LECTURE_REPEATS", "3"))
 CELL_TIMEOUT_S = int(os.environ.get("STRESS_CELL_TIMEOUT_S", "120"))         # a stall waits this long: unmistakable against a median of a second
 # A stall lasts the whole cell timeout; noise on a loaded machine (a GC pause, a busy core) was seen
 # to cost up to 1.3 s against a median of 0.15 s: flag only runs slower than both bounds.

@@ -493,43 +493,6 @@ def _grade(root, students: dict, timeout_s=120, sanitize=True):
     return {r.student: r for r in runs if r.notebook == "vector_add"}, classroom.exported(root)
 
 
-def test_a_notebook_cannot_change_another_students_submission(course_copy):
-    # Each kernel runs as a user of its own where the grader is root (the container; CI): grader/pipeline/sandbox.py.
-    require_sandbox()
-    vandal = filled("day1", "vector_add")
-    insert_before(vandal, "add", textwrap.dedent('''
-        import pathlib
-        release = pathlib.Path("../../../../exercises/day1/vector_add.ipynb").read_text()
-        for p in pathlib.Path("../../../submitted").glob("*/day1/vector_add.ipynb"):
-            if "aaa_vandal" not in str(p):
-                p.write_text(release)
-        '''))
-    _, scores = _grade(course_copy, {"aaa_vandal": vandal, "zzz_victim": filled("day1", "vector_add")})
-    # Both hand in right answers: the victim keeps full marks (3 without a GPU, speed points with one).
-    assert scores["zzz_victim"] == scores["aaa_vandal"] > 0
-    assert DEVICE.is_gpu or scores["zzz_victim"] == 3.0
-
-
-def test_a_notebook_cannot_make_the_grader_write_through_a_link_in_its_folder(course_copy):
-    # The kernel has its notebook's folder, where nbgrader (root) later writes the graded notebook. A red
-    # team's notebook replaced itself there with a link to a classmate's blank submission, which nbgrader
-    # then overwrote with the cheat's graded answers: the classmate scored full marks. The folder is taken
-    # back, links removed, before nbgrader writes (grader/pipeline/sandbox.py, take_back).
-    require_sandbox()
-    linker = filled("day1", "vector_add")
-    insert_before(linker, "add", textwrap.dedent('''
-        import os
-        os.unlink("vector_add.ipynb")
-        os.symlink("../../../submitted/zzz_friend/day1/vector_add.ipynb", "vector_add.ipynb")
-        print("LINKED")
-        '''))
-    _, scores = _grade(course_copy, {"aaa_linker": linker, "zzz_friend": classroom.untouched("day1", "vector_add")})
-    assert "LINKED" in _printed(course_copy, "aaa_linker")       # the link was made, and did nothing
-    assert scores["zzz_friend"] == 0 and scores["aaa_linker"] > 0
-    graded = course_copy / "grading" / "autograded" / "aaa_linker" / "day1" / "vector_add.ipynb"
-    assert graded.is_file() and not graded.is_symlink()
-
-
 # Paths from a kernel's working folder, grading/autograded/<student>/day1: what a snooping student tries.
 SNOOPED = {"classmates' submissions": "../../../submitted", "the gradebook": "../../../gradebook.db",
            "the feedback": "../../../feedback", "the solutions": "../../../../solutions/day1/vector_add.ipynb",
@@ -543,9 +506,30 @@ SNOOPED = {"classmates' submissions": "../../../submitted", "the gradebook": "..
            "the server that forks kernels as root": "~/../server/kernels.sock"}
 
 
-def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(course_copy):
-    require_sandbox()
-    (course_copy / "grading" / "feedback").mkdir(parents=True)
+def _vandal():
+    vandal = filled("day1", "vector_add")
+    insert_before(vandal, "add", textwrap.dedent('''
+        import pathlib
+        release = pathlib.Path("../../../../exercises/day1/vector_add.ipynb").read_text()
+        for p in pathlib.Path("../../../submitted").glob("*/day1/vector_add.ipynb"):
+            if "aaa_vandal" not in str(p):
+                p.write_text(release)
+        '''))
+    return vandal
+
+
+def _linker():
+    linker = filled("day1", "vector_add")
+    insert_before(linker, "add", textwrap.dedent('''
+        import os
+        os.unlink("vector_add.ipynb")
+        os.symlink("../../../submitted/zzz_friend/day1/vector_add.ipynb", "vector_add.ipynb")
+        print("LINKED")
+        '''))
+    return linker
+
+
+def _snoop():
     snoop = filled("day1", "vector_add")
     # The process's own memory, by a path built at run time (the rules see only written-out paths):
     # closed by Landlock where the machine allows it (grader/pipeline/landlock.py).
@@ -555,10 +539,65 @@ def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(c
         f"try:\n    p = pathlib.Path({path!r}).expanduser()\n    list(p.iterdir()) if p.is_dir() else p.read_bytes()\n"
         f"    print('READ', {what!r})\nexcept OSError as e:\n    print('REFUSED', {what!r}, type(e).__name__)\n"
         for what, path in SNOOPED.items()))
-    _, scores = _grade(course_copy, {"aaa_victim": filled("day1", "vector_add"), "zzz_snoop": snoop})
+    return snoop
+
+
+def _own_graded_cell():
+    # A red team's extra cell with nbgrader metadata of a graded test (50 points) but no grade_id: nbgrader
+    # raised KeyError and the whole notebook scored 0. sanitize keeps it as a plain cell.
+    student = filled("day1", "vector_add")
+    student.cells.insert(student.cells.index(cell(student, "test_add_correct")), nbformat.v4.new_code_cell(
+        'print("hi")', metadata={"nbgrader": {"grade": True, "solution": False, "points": 50, "locked": False}}))
+    return student
+
+
+@pytest.fixture(scope="module")
+def attacked_class(tmp_path_factory):
+    """One sanitized batch of day 1 (one nbgrader and kernel server start, not four): each aaa_/zzz_ pair is
+    a notebook that attacks a classmate graded after it and the classmate; rt_meta keeps a graded cell of
+    its own. Where kernels cannot be sandboxed (the tests of those attacks skip), rt_meta alone."""
+    root = classroom.copy_course(tmp_path_factory.mktemp("attacked") / "course")
+    (root / "grading" / "feedback").mkdir(parents=True)
+    students = {"rt_meta": _own_graded_cell()}
+    if sandbox.unavailable() is None:
+        students.update(aaa_vandal=_vandal(), zzz_victim=filled("day1", "vector_add"),
+                        aaa_linker=_linker(), zzz_friend=classroom.untouched("day1", "vector_add"),
+                        aaa_victim=filled("day1", "vector_add"), zzz_snoop=_snoop())
+    runs, scores = _grade(root, dict(sorted(students.items())))
+    return root, runs, scores
+
+
+@pytest.mark.batch
+def test_a_notebook_cannot_change_another_students_submission(attacked_class):
+    # Each kernel runs as a user of its own where the grader is root (the container; CI): grader/pipeline/sandbox.py.
+    require_sandbox()
+    _, _, scores = attacked_class
+    # Both hand in right answers: the victim keeps full marks (3 without a GPU, speed points with one).
+    assert scores["zzz_victim"] == scores["aaa_vandal"] > 0
+    assert DEVICE.is_gpu or scores["zzz_victim"] == 3.0
+
+
+@pytest.mark.batch
+def test_a_notebook_cannot_make_the_grader_write_through_a_link_in_its_folder(attacked_class):
+    # The kernel has its notebook's folder, where nbgrader (root) later writes the graded notebook. A red
+    # team's notebook replaced itself there with a link to a classmate's blank submission, which nbgrader
+    # then overwrote with the cheat's graded answers: the classmate scored full marks. The folder is taken
+    # back, links removed, before nbgrader writes (grader/pipeline/sandbox.py, take_back).
+    require_sandbox()
+    root, _, scores = attacked_class
+    assert "LINKED" in _printed(root, "aaa_linker")       # the link was made, and did nothing
+    assert scores["zzz_friend"] == 0 and scores["aaa_linker"] > 0
+    graded = root / "grading" / "autograded" / "aaa_linker" / "day1" / "vector_add.ipynb"
+    assert graded.is_file() and not graded.is_symlink()
+
+
+@pytest.mark.batch
+def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(attacked_class):
+    require_sandbox()
+    root, _, scores = attacked_class
     assert scores["zzz_snoop"] == scores["aaa_victim"] > 0         # the snooping does not stop its own run
     assert DEVICE.is_gpu or scores["aaa_victim"] == 3.0
-    printed = _printed(course_copy, "zzz_snoop")
+    printed = _printed(root, "zzz_snoop")
     for what in SNOOPED:
         assert f"REFUSED {what} PermissionError" in printed, printed
     # Where Landlock cannot be used (writes_confined says why), file modes alone apply: a started kernel
@@ -569,7 +608,7 @@ def test_a_notebook_cannot_read_classmates_work_the_gradebook_or_the_solutions(c
     else:
         assert "WROTE its own memory" in printed or "REFUSED its own memory PermissionError" in printed, printed
     # Afterwards the workspace is open again to the instructor's own account, as before grading.
-    grading = course_copy / "grading"
+    grading = root / "grading"
     for path in (grading, grading / "submitted", grading / "gradebook.db", grading / "autograded" / "zzz_snoop" / "day1"):
         assert path.stat().st_mode & 0o004, path
 
@@ -814,12 +853,8 @@ def test_a_notebook_writes_files_only_so_large_and_leaves_none_behind(course_cop
     assert "vector_add.ipynb" in left
 
 
-def test_a_cell_of_the_students_own_marked_graded_does_not_cost_the_notebook_its_points(course_copy):
-    # A red team's extra cell with nbgrader metadata of a graded test (50 points) but no grade_id: nbgrader
-    # raised KeyError and the whole notebook scored 0. sanitize keeps it as a plain cell.
-    student = filled("day1", "vector_add")
-    student.cells.insert(student.cells.index(cell(student, "test_add_correct")), nbformat.v4.new_code_cell(
-        'print("hi")', metadata={"nbgrader": {"grade": True, "solution": False, "points": 50, "locked": False}}))
-    runs, scores = _grade(course_copy, {"rt_meta": student})
+@pytest.mark.batch
+def test_a_cell_of_the_students_own_marked_graded_does_not_cost_the_notebook_its_points(attacked_class):
+    _, runs, scores = attacked_class
     assert runs["rt_meta"].status == "graded" and scores["rt_meta"] > 0, runs["rt_meta"]
     assert DEVICE.is_gpu or scores["rt_meta"] == 3.0
