@@ -33,7 +33,7 @@ batches (a GPU slowed by something else slows both). What stays in the kernel: "
 profiler), docs/threat-model.md.
 
 The checker side is `Timer`; `main` is the helper process. On the CPU the same protocol runs on files
-mapped by both processes (speed is never graded there; the tests use it).
+mapped by both processes, at its fewest sets and rounds (speed is never graded there; the tests use it).
 """
 from __future__ import annotations
 
