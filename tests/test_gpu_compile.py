@@ -284,3 +284,16 @@ def test_the_interpreters_copy_of_a_kernel_as_compiled_is_made_once_and_anew_for
     with guard.watch():
         again._negated_or_not[(1,)](x, out, 16, NEGATE=True, BLOCK=16)
     assert len(made) == 3 and torch.equal(out, -3 * x), made
+
+
+def test_the_front_end_removes_its_folder_when_it_is_let_go():
+    # its folder of modules was left in /tmp by every process that checked a kernel (937 of them here)
+    proc = gpu_compile._frontend_process()
+    if proc is None:
+        pytest.skip("no compiler front end runs here")
+    import os
+    folder = gpu_compile._frontend_state["folder"]
+    assert os.path.isdir(folder)
+    gpu_compile._stop_frontend(proc)     # as when the checked process ends
+    assert not os.path.exists(folder)
+    assert gpu_compile._frontend_process() is not None   # the next launch starts another

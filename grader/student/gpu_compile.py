@@ -1097,8 +1097,8 @@ from grader.student.gpu_compile import merge_sets, police_compile_time, record_v
 remember_tritons_own()
 visits_now = record_visits()   # (filled in by the compiler as it compiles)
 values_now = police_compile_time()
-print(MARK + json.dumps({"ready": True}), flush=True)
-folder = tempfile.mkdtemp(prefix="grader-frontend-")
+folder = tempfile.mkdtemp(prefix="grader-frontend-")   # the modules it imports; removed when its stdin ends
+print(MARK + json.dumps({"ready": True, "folder": folder}), flush=True)
 sys.path.insert(0, folder)
 target = list(GRADING_TARGETS.values())[0]
 # A launch's scalar values (a row's offset, a seed) are the compiler's only by their type and whether they
@@ -1147,6 +1147,8 @@ for n, line in enumerate(sys.stdin):
                              "values": {name: {kinds: {i: sorted(v) if i == "static" else {k: sorted(s) for k, s in v.items()}
                                                        for i, v in nodes.items()} for kinds, nodes in calls.items()}
                                         for name, calls in values.items()}}), flush=True)
+import shutil
+shutil.rmtree(folder, ignore_errors=True)   # (one was left in /tmp by every process that checked a kernel)
 '''
 _FRONTEND_MARK = "@@frontend@@"
 
@@ -1220,7 +1222,7 @@ def _frontend_process():
         print(f"Note: Triton's compiler front end could not be started here ({_frontend_state['unavailable']}): "
               f"kernels are judged by the interpreter and a reading of their source only.")
         return None
-    _frontend_state["proc"] = proc
+    _frontend_state["proc"], _frontend_state["folder"] = proc, hello.get("folder")
     atexit.register(_stop_frontend, proc)
     return proc
 
