@@ -53,11 +53,11 @@ import time
 
 SOCKET_NAME = "timer.sock"
 SET_BYTES = 4 << 30           # the inputs of one batch at most (the sets are allocated once per check)
+# Without a GPU the clock's figures are never graded and every call runs in Triton's interpreter (a
+# FlashAttention backward, 0.3 s): there the protocol runs whole, at MIN_SETS and MIN_ROUNDS.
 MAX_SETS, MIN_SETS = 8, 2     # calls per batch
 BUDGET_MS = 150               # timed batches per side, about this long in all
 MIN_ROUNDS, MAX_ROUNDS = 3, 12
-# Without a GPU the clock's figures are never graded and every call runs in Triton's interpreter (a
-# FlashAttention backward, 0.3 s): the protocol runs whole, at its fewest sets and rounds.
 CONNECT_TIMEOUT_S = 120       # for the kernel to connect (it may still be compiling the student's kernel)
 REPLY_TIMEOUT_S = 600         # for the kernel to answer one message (a first batch may autotune)
 START_TIMEOUT_S = 120         # for the helper to start (importing torch and starting CUDA)
