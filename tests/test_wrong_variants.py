@@ -910,6 +910,10 @@ def unused(x, p, seed):"""},
     ("training step: dQ masked off the diagonal", "day5/training_step", "day5.training_step",
      {"p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)": "p = tl.where(offs_m[:, None] > offs_n[None, :], p, 0.0)"},
      ["elements differ"]),
+    # the Hopper path's dQ kernel (TMA, taken in the interpreter here) reading the values from the keys' columns
+    ("training step: dQ by TMA, V read from K's columns", "day5/training_step", "day5.training_step",
+     {**_TMA_ON, "v = kv_desc.load([b, start_n, k_col + d_model])": "v = kv_desc.load([b, start_n, k_col])"},
+     ["(dx)", "elements differ"]),
     ("training step: SwiGLU by PyTorch", "day5/training_step", "day5.training_step",
      {"swiglu_forward_kernel[(triton.cdiv(a.numel(), block),)](a, b, g, a.numel(), BLOCK=block)":
       "g.copy_(torch.nn.functional.silu(a) * b)"}, ["computed with PyTorch", "aten.silu"]),
@@ -1037,6 +1041,7 @@ HONEST_VARIANTS = [
     ("attention: the TMA path, two blocks of queries a program", "day4/flash_attention", "day4.attention",
      _TMA_ON),
     ("transformer block: the TMA products", "day4/flash_attention", "day4.transformer_block", _TMA_ON),
+    ("training step: dQ by TMA", "day5/training_step", "day5.training_step", _TMA_ON),
     # one Philox call per element (lecture 02's first kernel): slower on a GPU, but a right dropout
     ("dropout: one number per element", "day5/dropout", "day5.dropout",
      {**_NO_HALVES, "    mask = offs < n\n": "    mask = offs < n\n    r = tl.rand(seed, offs)\n"}),
