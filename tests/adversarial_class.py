@@ -70,6 +70,8 @@ EXPECTED = {
                      "timed runs checked at random catch it"),
     "d4_full": ("day4", 7, 12, "everything right"),
     "d4_sdpa": ("day4", 0, 0, "attention by F.scaled_dot_product_attention (the block calls it, so it too)"),
+    "d4_no_hopper_stub_left": ("day4", 7, 12, "everything right but the optional Hopper kernel, whose stub is left "
+                               "in: it raises last in the attention cell, once the graded functions are defined"),
     "d5_full": ("day5", 15, 26, "everything right"),
     "d2_blank": ("day2", 0, 0, "the untouched release"),
     "d3_blank": ("day3", 0, 0, "the untouched release"),
@@ -416,6 +418,13 @@ def attention(q, k, v, causal=False):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 '''
             give(student, day, "flash_attention", nb, i)
+        elif student == "d4_no_hopper_stub_left":   # no TMA anywhere, the optional part's stub as released
+            give(student, day, "flash_attention", filled(day, "flash_attention", {
+                "try:   # tensor descriptors made on the host (Triton 3.4 and later)":
+                "raise NotImplementedError()\ntry:   # tensor descriptors made on the host (Triton 3.4 and later)",
+                "    if USE_TMA and attention_tma(q, k, v, o, causal, qk_scale):   # Hopper and later (below)\n"
+                "        return o\n": "",
+                "if not USE_TMA or not all(": "if True or not all("}), i)
         elif student == "d5_lce_only":
             give(student, day, "linear_cross_entropy", filled(day, "linear_cross_entropy"), i)
         elif student == "d5_lce_squares":

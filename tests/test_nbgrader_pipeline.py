@@ -62,6 +62,21 @@ def test_every_notebook_is_committed_without_outputs():
             assert cell.cell_type != "code" or not cell.outputs, f"{path} has outputs"
 
 
+def test_an_answer_cell_s_top_level_stub_stands_last_in_its_cell():
+    # A part outside the graded functions (an optional Hopper kernel, helpers) is released as a stub that
+    # raises where it stands. Left in by a student who skipped it or wrote everything inside the graded
+    # function, a stub before that function kept it from being defined: 0 points
+    # (tests/adversarial_class.py, d4_no_hopper_stub_left).
+    for path in sorted((REPO / "exercises").glob("*/*.ipynb")):
+        for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if not cell.metadata.get("nbgrader", {}).get("solution"):
+                continue
+            lines = cell.source.splitlines()
+            stubs = [k for k, line in enumerate(lines) if line.startswith("raise NotImplementedError()")]
+            later = [line for k in stubs[:1] for line in lines[k + 1:] if line.strip() and not line.startswith("#")]
+            assert not later, f"{path.name} cell {i}: code after its top-level stub on line {stubs[0] + 1}: {later[:2]}"
+
+
 def test_every_day_points_to_further_reading():
     # the GPU MODE lectures and the PMPP book at least, in a day's lectures
     for day in sorted(p for p in (REPO / "course").iterdir() if p.is_dir() and p.name.startswith("day")):
