@@ -1022,18 +1022,69 @@ def step_memory(spec, fn, args, dy, student: bool = True) -> int:
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    if student:
-        with stderr_to_stdout(), no_saved_tensor_hooks(spec), _peak_kept(), \
-                watch_student(spec, (args, dy), poison=False, tune_briefly=False, memory=True) as record:
-            grads = step(fn, args, dy, spec)
-        refuse(spec, record, "your function", "in the step whose memory is measured")
-        kept = record.kept_bytes(args)
-    else:
-        grads, kept = step(fn, args, dy), 0
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - before
+    with _allocations_traced() as trace:
+        if student:
+            with stderr_to_stdout(), no_saved_tensor_hooks(spec), _peak_kept(), \
+                    watch_student(spec, (args, dy), poison=False, tune_briefly=False, memory=True) as record:
+                grads = step(fn, args, dy, spec)
+            refuse(spec, record, "your function", "in the step whose memory is measured")
+            kept = record.kept_bytes(args)
+        else:
+            grads, kept = step(fn, args, dy), 0
+        torch.cuda.synchronize()
+    if len(trace) >= HISTORY_ENTRIES:
+        raise CheckFailed(f"{spec.title}: your step made over {HISTORY_ENTRIES:,} allocations and frees of GPU "
+                          f"memory, more than the grader records to count its memory: allocate once per "
+                          f"tensor you need, not in a loop of tiny pieces.")
+    peak = max(torch.cuda.max_memory_allocated() - before, own_peak(trace))
     del grads
     return peak + kept
+
+
+# The most allocator events one measured step may make (one event an allocation or a free; a training
+# step makes a few hundred).
+HISTORY_ENTRIES = 1 << 20
+
+
+def own_peak(events) -> int:
+    """The most bytes that allocations made in a step held at once, from the CUDA caching allocator's trace
+    of the step (torch.cuda.memory._snapshot()'s device_traces: "alloc" and "free_completed" events with
+    an address and a size, in order). Memory that existed before the step and was freed in it counts
+    nothing: the allocator's own peak is counted from memory_allocated() at the start, and a step that
+    first freed a tensor kept between calls (in a global, made again at the end) lowered that floor and
+    hid as much of its own peak."""
+    live, held, peak = {}, 0, 0
+    for event in events:
+        if event["action"] == "alloc":
+            live[event["addr"]] = event["size"]
+            held += event["size"]
+            peak = max(peak, held)
+        elif event["action"] == "free_completed" and event["addr"] in live:
+            held -= live.pop(event["addr"])
+    return peak
+
+
+# The bindings that turn the allocator's trace on and off (torch.cuda.memory._record_memory_history):
+# a step that turned it off would make its own allocations unseen.
+_HISTORY_SWITCHES = ("_cuda_record_memory_history", "_cuda_record_memory_history_legacy")
+
+
+@contextlib.contextmanager
+def _allocations_traced():
+    """Yields a list that, once the block has run, holds the allocator's trace of it (no stacks: only the
+    events). Inside the block the trace cannot be turned off."""
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                             max_entries=HISTORY_ENTRIES)
+    trace = []
+    try:
+        with _neutralized(_HISTORY_SWITCHES):
+            yield trace
+    finally:
+        snapshot = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        traces = snapshot.get("device_traces", [])
+        device = torch.cuda.current_device()
+        trace.extend(traces[device] if device < len(traces) else [])
 
 
 # The bindings every public reset of the CUDA allocator's peak (torch.cuda.reset_peak_memory_stats and
@@ -1041,10 +1092,15 @@ def step_memory(spec, fn, args, dy, student: bool = True) -> int:
 _PEAK_RESETS = ("_cuda_resetPeakMemoryStats", "_cuda_resetAccumulatedMemoryStats")
 
 
-@contextlib.contextmanager
 def _peak_kept():
     """While a step's memory is measured, resetting the allocator's counters does nothing."""
-    kept = {name: getattr(torch._C, name) for name in _PEAK_RESETS if hasattr(torch._C, name)}
+    return _neutralized(_PEAK_RESETS)
+
+
+@contextlib.contextmanager
+def _neutralized(names):
+    """While the block runs, those of torch._C's bindings named do nothing."""
+    kept = {name: getattr(torch._C, name) for name in names if hasattr(torch._C, name)}
     for name in kept:
         setattr(torch._C, name, lambda *args, **kwargs: None)
     try:
