@@ -1013,7 +1013,9 @@ def student_call(spec, fn, args, shape, dtype, gen, record) -> timing.Fresh:
 def step_memory(spec, fn, args, dy, student: bool = True) -> int:
     """Bytes of GPU memory one whole step of fn (spec.times_step: forward and backward, on step_leaves)
     needs above its inputs: how far the CUDA caching allocator's count of live tensors rose during the
-    step (the gradients it returns included), plus the memory it used that existed before and is not
+    step (the gradients it returns included), or the most its own allocations held at once where that is
+    more (own_peak: memory from before the step that it freed lowers nothing), plus the memory it used
+    that existed before and is not
     one of its inputs: a workspace or a cache kept between calls counts as the step's own, as it would
     if it were allocated in it. The student's step runs under the guard, which notes that memory; the
     function should have run once at this shape already (compiled and tuned). GPU only."""
