@@ -269,3 +269,20 @@ def test_on_a_gpu_a_step_that_frees_a_tensor_kept_from_the_last_call_still_count
     honest, _ = checks.measure_memory(SMALL, solution, torch.bfloat16, gen)
     hidden, _ = checks.measure_memory(SMALL, with_ballast, torch.bfloat16, gen)
     assert hidden >= honest - 2 * 2**20
+
+
+@needs_gpu("peak memory is counted by the CUDA caching allocator")
+def test_on_a_gpu_a_step_of_more_allocator_events_than_the_trace_keeps_is_refused(tmp_path, monkeypatch):
+    # The trace keeps the last HISTORY_ENTRIES events: a step of more could push its peak out of it.
+    solution = _solution(tmp_path)
+    gen = torch.Generator(device="cuda").manual_seed(4)
+    monkeypatch.setattr(checks, "HISTORY_ENTRIES", 4096)
+    checks.measure_memory(SMALL, solution, torch.bfloat16, gen)      # the reference: far fewer events
+
+    def many_small_tensors(h, w, t):
+        for _ in range(3000):
+            torch.empty(1, device="cuda")
+        return solution(h, w, t)
+
+    with pytest.raises(CheckFailed, match="allocations and frees"):
+        checks.measure_memory(SMALL, many_small_tensors, torch.bfloat16, gen)
