@@ -1026,7 +1026,7 @@ def step_memory(spec, fn, args, dy, student: bool = True) -> int:
     torch.cuda.reset_peak_memory_stats()
     with _allocations_traced() as trace:
         if student:
-            with stderr_to_stdout(), no_saved_tensor_hooks(spec), _peak_kept(), \
+            with stderr_to_stdout(), no_saved_tensor_hooks(spec), \
                     watch_student(spec, (args, dy), poison=False, tune_briefly=False, memory=True) as record:
                 grads = step(fn, args, dy, spec)
             refuse(spec, record, "your function", "in the step whose memory is measured")
@@ -1066,6 +1066,11 @@ def own_peak(events) -> int:
     return peak
 
 
+# The bindings every public reset of the CUDA allocator's peak (torch.cuda.reset_peak_memory_stats and
+# its older names) goes through: a step that reset the peak after a large temporary would hide it.
+_PEAK_RESETS = ("_cuda_resetPeakMemoryStats", "_cuda_resetAccumulatedMemoryStats")
+
+
 # The bindings that turn the allocator's trace on and off (torch.cuda.memory._record_memory_history):
 # a step that turned it off would make its own allocations unseen.
 _HISTORY_SWITCHES = ("_cuda_record_memory_history", "_cuda_record_memory_history_legacy")
@@ -1074,12 +1079,12 @@ _HISTORY_SWITCHES = ("_cuda_record_memory_history", "_cuda_record_memory_history
 @contextlib.contextmanager
 def _allocations_traced():
     """Yields a list that, once the block has run, holds the allocator's trace of it (no stacks: only the
-    events). Inside the block the trace cannot be turned off."""
+    events). Inside the block the trace cannot be turned off, nor the allocator's peak reset."""
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                              max_entries=HISTORY_ENTRIES)
     trace = []
     try:
-        with _neutralized(_HISTORY_SWITCHES):
+        with _neutralized(_HISTORY_SWITCHES + _PEAK_RESETS):
             yield trace
     finally:
         snapshot = torch.cuda.memory._snapshot()
@@ -1087,16 +1092,6 @@ def _allocations_traced():
         traces = snapshot.get("device_traces", [])
         device = torch.cuda.current_device()
         trace.extend(traces[device] if device < len(traces) else [])
-
-
-# The bindings every public reset of the CUDA allocator's peak (torch.cuda.reset_peak_memory_stats and
-# its older names) goes through: a step that reset the peak after a large temporary would hide it.
-_PEAK_RESETS = ("_cuda_resetPeakMemoryStats", "_cuda_resetAccumulatedMemoryStats")
-
-
-def _peak_kept():
-    """While a step's memory is measured, resetting the allocator's counters does nothing."""
-    return _neutralized(_PEAK_RESETS)
 
 
 @contextlib.contextmanager
