@@ -1,4 +1,4 @@
-"""A synthetic class of 39 submissions across the five days: full, partial, blank, broken and cheating.
+"""A synthetic class of 47 students across the five days: full, partial, blank, broken and cheating.
 
 `hand_in(folder)` writes them as an LMS download would hold them (names as students and Colab give
 them); `EXPECTED` says what each must score, without a GPU and on one, and why. Built from the
@@ -80,6 +80,8 @@ EXPECTED = {
     "d5_lce_only": ("day5", 4, 7, "only linear + cross-entropy handed in, right"),
     "d5_lce_squares": ("day5", 0, 0, "linear + cross-entropy whose exp is PyTorch's: (1 + z/1024) squared ten "
                        "times with the permitted mul, beside the kernel (red team)"),
+    "d5_lce_graph": ("day5", 4, 0, "linear + cross-entropy right, each call replaying a CUDA graph captured in a cell "
+                     "of its own (where a red team kept all the logits, unseen by the memory figure)"),
 }
 
 
@@ -273,6 +275,28 @@ def _colab(nb):
     return nb
 
 
+# A cell of the student's own after the answer: a CUDA graph captured where no check watches (on a GPU only),
+# replayed in each call of the otherwise right answer.
+GRAPHED = '''_honest_lce, _graph = linear_cross_entropy, None
+if torch.cuda.is_available():
+    _h, _w = torch.randn(64, 32, device="cuda"), torch.randn(128, 32, device="cuda")
+    _side = torch.cuda.Stream()
+    _side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(_side):
+        _z = _h @ _w.t()
+    torch.cuda.current_stream().wait_stream(_side)
+    _graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(_graph):
+        _z = _h @ _w.t()
+
+
+def linear_cross_entropy(h, w, targets):
+    if _graph is not None:
+        _graph.replay()
+    return _honest_lce(h, w, targets)
+'''
+
+
 def submissions() -> dict:
     """{"dayN/file name in that day's download": notebook or raw text} for the whole class."""
     files = {}
@@ -432,6 +456,9 @@ def attention(q, k, v, causal=False):
                 "            ce_grad_kernel[(end - start,)](":
                 "            e = 1 + z / 1024\n            for _ in range(10):\n                e = e * e\n"
                 "            ce_grad_kernel[(end - start,)]("}), i)
+        elif student == "d5_lce_graph":
+            give(student, day, "linear_cross_entropy", insert_before(filled(day, "linear_cross_entropy"),
+                                                                     "test_linear_cross_entropy_correct", GRAPHED), i)
         else:  # pragma: no cover - every student above has a branch
             raise AssertionError(student)
     return files

@@ -1,4 +1,4 @@
-"""46 submissions across the five days, graded by the real pipeline: collect, sanitize, autograde, export.
+"""47 students' submissions across the five days, graded by the real pipeline: collect, sanitize, autograde, export.
 
 Each submission's expected score is written down in tests/adversarial_class.py, without a GPU and on
 one (the speed parts). None may get points it does not deserve, crash the batch or cost another
@@ -116,6 +116,11 @@ def test_the_class_grades_to_the_expected_scores_and_regrading_changes_nothing(c
         failure_feedback.write(Course.of(course_copy), "day1")
         page = (course_copy / "grading" / "feedback" / "d1_dies" / "day1" / "vector_add.html").read_text()
         assert "kernel running your notebook died" in page and "mask" in page, page
+
+    if "day5" in DAYS and DEVICE.is_gpu and (not ONLY or "d5_lce_graph" in ONLY):
+        # The CUDA graph's replay is what scored 0, and the student's feedback says so
+        said = _errors(course_copy, "day5", "d5_lce_graph", "linear_cross_entropy")
+        assert any("replayed a CUDA graph" in e for e in said), said
 
     # Grading again changes nothing: day 1 again (each day is graded on its own, so the others would only
     # repeat the same path), for one student of each kind the first grading met: full marks, partial, the

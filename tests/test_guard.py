@@ -94,6 +94,41 @@ def test_flags_launches_on_a_side_stream():
     assert record.side_streams == 1 and record.forbidden() == []
 
 
+def test_a_cuda_graphs_replay_is_counted_in_a_watched_call_only():
+    # A replay runs kernels captured before the call, unwatched (PyTorch's as well as Triton's): the
+    # verdict refuses it (checks.refuse). Both classes a replay goes through carry the count.
+    import torch.cuda.graphs
+    assert torch.cuda.graphs.CUDAGraph.replay.__name__ == "replay" and \
+        torch.cuda.graphs.CUDAGraph.replay.__code__ is guard._graph_replay_wrapper(len).__code__
+    replay = guard._graph_replay_wrapper(lambda self: "replayed")
+    assert replay(None) == "replayed"                     # outside a watch: counted nowhere
+    with watch() as record:
+        assert replay(None) == "replayed"
+    assert record.graph_replays == 1 and record.forbidden() == []
+
+
+@needs_gpu("a CUDA graph needs a GPU")
+def test_on_a_gpu_replaying_a_captured_graph_is_counted_however_it_is_reached():
+    x = torch.randn(3000, device="cuda")
+    static = {}
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        static["y"] = x + x                       # (a warm-up off the capture, as PyTorch's docs advise)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static["y"] = x + x
+    graphed = torch.cuda.make_graphed_callables(lambda t: t * 2, (x.clone().requires_grad_(),))
+    with watch() as record:
+        kernels.add(x, x)
+        graph.replay()
+        torch._C._CUDAGraph.replay(graph)         # the compiled class's method, past the subclass's
+        graphed(x.clone().requires_grad_())
+    assert record.graph_replays >= 3 and record.launches == 1
+    torch.testing.assert_close(static["y"], 2 * x)
+
+
 def test_a_few_values_read_out_are_honest_an_element_by_element_answer_is_not():
     from grader.student.guard import HOST_ELEMENTS
     x = torch.arange(100.0)

@@ -286,3 +286,104 @@ def test_on_a_gpu_a_step_of_more_allocator_events_than_the_trace_keeps_is_refuse
 
     with pytest.raises(CheckFailed, match="allocations and frees"):
         checks.measure_memory(SMALL, many_small_tensors, torch.bfloat16, gen)
+
+
+# -- CUDA graphs: work captured before the step, and the memory their pools keep ------------------------------
+
+def test_a_graph_replayed_in_a_watched_call_is_refused_with_what_to_do():
+    from grader.student.guard import CallRecord
+    with pytest.raises(CheckFailed, match="replayed a CUDA graph in the step.*Launch your kernels in the call"):
+        checks.refuse(SPEC, CallRecord(launches=2, graph_replays=1), "your function", "in the step")
+
+
+def _segment(address, size, active, pool=(0, 0), device=0):
+    return {"address": address, "total_size": size, "active_size": active, "segment_pool_id": pool,
+            "device": device}
+
+
+def test_idle_memory_of_private_pools_counts_and_the_default_pools_does_not():
+    segments = [_segment(0, 100, 10),                      # the default pool: free memory anyone can take
+                _segment(1000, 64, 4, pool=(0, 7)),          # a graph's pool: 60 held for its replays
+                _segment(2000, 32, 32, pool=(3, 0)),         # a MemPool full of live tensors
+                _segment(5000, 50, 0, pool=(0, 9), device=1)]   # another GPU's
+    assert checks.idle_in_private_pools(segments, 0) == (60, [(1000, 1064), (2000, 2032)])
+    assert checks.idle_in_private_pools([_segment(0, 100, 10)], 0) == (0, [])
+
+
+def _graphed_logits():
+    """A step's part that replays a graph of all the logits (and their float32 copy), captured in the first
+    call for each pair of input addresses, outside the measured step (measure_memory's first call): the
+    graph's temporaries stay in its private pool, which a replay uses and allocates nothing from. `replay`
+    is how the step replays it."""
+    graphs = {}
+
+    def logits(h, w, replay):
+        key = (h.data_ptr(), w.data_ptr())
+        if key not in graphs:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                z = torch.mm(h.detach(), w.detach().t())
+                total = z.float().sum()
+            graphs[key] = graph, total
+        replay(graphs[key][0])
+        return graphs[key][1]
+    return logits
+
+
+@needs_gpu("a CUDA graph needs a GPU")
+def test_on_a_gpu_a_step_that_replays_a_graph_is_refused(tmp_path):
+    solution = _solution(tmp_path)
+    logits = _graphed_logits()
+
+    def replays(h, w, t):
+        logits(h, w, torch.cuda.CUDAGraph.replay)
+        return solution(h, w, t)
+
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    with pytest.raises(CheckFailed, match="replayed a CUDA graph"):
+        checks.measure_memory(SMALL, replays, torch.bfloat16, gen)
+
+
+@needs_gpu("a CUDA graph needs a GPU")
+def test_on_a_gpu_a_graphs_pool_counts_in_the_step_even_when_its_replay_goes_unseen(tmp_path):
+    # A replay through the compiled method itself, as a binding saved past the guard would reach it: the
+    # memory its pool keeps still counts, from the allocator's segments.
+    import inspect
+    solution = _solution(tmp_path)
+    n, d, v, _ = SMALL.speed_shape
+    logits = _graphed_logits()
+    unseen = inspect.unwrap(torch._C._CUDAGraph.replay)
+
+    def replays_unseen(h, w, t):
+        logits(h, w, unseen)
+        return solution(h, w, t)
+
+    gen = torch.Generator(device="cuda").manual_seed(6)
+    honest, _ = checks.measure_memory(SMALL, solution, torch.bfloat16, gen)
+    graphed, _ = checks.measure_memory(SMALL, replays_unseen, torch.bfloat16, gen)
+    assert graphed >= honest + n * v * 2           # at least the bf16 logits, which the pool keeps
+
+
+@needs_gpu("a torch.cuda.MemPool needs a GPU")
+def test_on_a_gpu_a_steps_tensors_in_a_mempool_count_once(tmp_path):
+    # Honest code may allocate in a pool of its own (torch.cuda.MemPool): what the step allocates in the
+    # pool's idle memory is the step's peak already, and counts once, as the same tensors in the default pool.
+    solution = _solution(tmp_path)
+    n, d, v, _ = SMALL.speed_shape
+    pool = torch.cuda.MemPool()
+
+    def logits_then_solution(h, w, t):
+        z = torch.mm(h.detach(), w.detach().t())
+        del z
+        return solution(h, w, t)
+
+    def logits_in_a_pool(h, w, t):
+        with torch.cuda.use_mem_pool(pool):
+            z = torch.mm(h.detach(), w.detach().t())
+        del z
+        return solution(h, w, t)
+
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    plain, _ = checks.measure_memory(SMALL, logits_then_solution, torch.bfloat16, gen)
+    pooled, _ = checks.measure_memory(SMALL, logits_in_a_pool, torch.bfloat16, gen)
+    assert plain >= n * v * 2 and abs(pooled - plain) <= 4 * 2**20

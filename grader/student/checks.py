@@ -250,6 +250,16 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches:
         raise CheckFailed(f"{spec.title}: {who} launched {record.side_streams} kernels on another CUDA "
                           f"stream {where}. Launch on the current stream: the grader's clock only sees "
                           f"work there.")
+    if record.graph_replays:
+        raise replayed_a_graph(spec, who, where)
+
+
+def replayed_a_graph(spec, who: str, where: str) -> CheckFailed:
+    return CheckFailed(f"{spec.title}: {who} replayed a CUDA graph{' ' + where if where else ''}. A graph runs again kernels captured "
+                       f"before the call, where the grader did not watch them: it cannot tell what they "
+                       f"compute, nor count the memory the graph keeps. Launch your kernels in the call itself. "
+                       f"(Graphs do save launch time, and you may use them in your own code; a graded call must "
+                       f"show its work.)")
 
 
 def _compare_outputs(spec, got, expected, dtype, label):
@@ -961,7 +971,7 @@ def student_call(spec, fn, args, shape, dtype, gen, record) -> timing.Fresh:
             state["graph"] = (y, _differentiable(leaves), dy)
 
     def call():
-        launches, side = record.launches, record.side_streams
+        launches, side, replays = record.launches, record.side_streams, record.graph_replays
         stream = torch.cuda.current_stream() if on_gpu else None
         if spec.times_step:
             with no_saved_tensor_hooks(spec):
@@ -985,6 +995,8 @@ def student_call(spec, fn, args, shape, dtype, gen, record) -> timing.Fresh:
         if record.side_streams != side:
             raise CheckFailed(f"{spec.title}: a timed call of your function launched work on another CUDA "
                               f"stream, where the timer does not see it. Launch on the current stream.")
+        if record.graph_replays != replays:
+            raise replayed_a_graph(spec, "one of the timed calls of your function", "")
         return out
 
     def verify(out, run):
@@ -1015,13 +1027,17 @@ def step_memory(spec, fn, args, dy, student: bool = True) -> int:
     needs above its inputs: how far the CUDA caching allocator's count of live tensors rose during the
     step (the gradients it returns included), or the most its own allocations held at once where that is
     more (own_peak: memory from before the step that it freed lowers nothing), plus the memory it used
-    that existed before and is not
-    one of its inputs: a workspace or a cache kept between calls counts as the step's own, as it would
-    if it were allocated in it. The student's step runs under the guard, which notes that memory; the
+    that existed before and is not one of its inputs: a workspace or a cache kept between calls counts as
+    the step's own, as it would if it were allocated in it. Memory reserved in a private pool (a CUDA graph's, a torch.cuda.MemPool's)
+    that no tensor held when the step began counts too, less what the step's allocations took of it:
+    only that pool's allocations can use it, and a graph's replay, which allocates nothing, computes in it
+    (idle_in_private_pools). The student's step runs under the guard, which notes that memory; the
     function should have run once at this shape already (compiled and tuned). GPU only."""
     import gc
     gc.collect()
     torch.cuda.synchronize()
+    torch.cuda.empty_cache()   # the pools of graphs no longer referenced go back here: what stays is in use
+    idle, pools = idle_in_private_pools(torch.cuda.memory._snapshot().get("segments", []), torch.cuda.current_device())
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     with _allocations_traced() as trace:
@@ -1039,8 +1055,20 @@ def step_memory(spec, fn, args, dy, student: bool = True) -> int:
                           f"memory, more than the grader records to count its memory: allocate once per "
                           f"tensor you need, not in a loop of tiny pieces.")
     peak = max(torch.cuda.max_memory_allocated() - before, own_peak(trace))
+    reused = own_peak(e for e in trace if any(start <= e["addr"] < end for start, end in pools)) if pools else 0
     del grads
-    return peak + kept
+    return peak + kept + max(0, idle - reused)
+
+
+def idle_in_private_pools(segments: list, device: int) -> tuple:
+    """(bytes, [(start, end)]): of the CUDA caching allocator's segments on `device` (the "segments" of
+    torch.cuda.memory._snapshot()) that belong to a private pool, the bytes no tensor holds, and the
+    address ranges of all of them. A CUDA graph keeps the temporaries of what it captured in such a pool,
+    free between replays but reserved for it; the default pool is (0, 0)."""
+    private = [s for s in segments
+               if s.get("device", device) == device and tuple(s.get("segment_pool_id", (0, 0))) != (0, 0)]
+    return (sum(s["total_size"] - s["active_size"] for s in private),
+            [(s["address"], s["address"] + s["total_size"]) for s in private])
 
 
 # The most allocator events one measured step may make (one event an allocation or a free; a training

@@ -93,6 +93,7 @@ class CallRecord:
     values_read: int = 0                              # values read out of tensors into Python (.item(), ...)
     device_moves: list = field(default_factory=list)  # copies between devices (e.g. .cpu())
     side_streams: int = 0                              # launches on a stream other than the caller's
+    graph_replays: int = 0                             # CUDA graphs replayed (_graph_replay_wrapper)
     # In the CPU interpreter: what a launched kernel's body reaches that is not Triton (NumPy, a loaded
     # block's interpreter values), which runs there only (gpu_compile.not_triton)
     not_triton: list = field(default_factory=list)
@@ -2000,6 +2001,27 @@ def _handoff_wrapper(what: str, original):
     return handoff
 
 
+def _graph_replay_wrapper(original):
+    """A CUDA graph's replay, counted (CallRecord.graph_replays): it runs again the kernels captured
+    earlier, which no launch, op or allocation of the call shows. What a graph computes (PyTorch's
+    kernels as well as Triton's) and the memory it keeps in its private pool would go unseen."""
+    @functools.wraps(original)
+    def replay(self, *args, **kwargs):
+        state = _active
+        if state is not None and not state.watcher.in_triton:
+            state.record.graph_replays += 1
+        return original(self, *args, **kwargs)
+    return replay
+
+
+def _graph_classes() -> list:
+    """The classes whose `replay` runs a CUDA graph: torch.cuda.CUDAGraph, and the compiled class beneath
+    it (torch._C._CUDAGraph, which a CPU build replaces by a stand-in without one)."""
+    import torch.cuda.graphs
+    return [cls for cls in (torch.cuda.graphs.CUDAGraph, getattr(torch._C, "_CUDAGraph", None))
+            if cls is not None and "replay" in vars(cls)]
+
+
 # (the process, the threads that ran Python in it when grading began there: Jupyter's own)
 _threads_before: tuple = (None, frozenset())
 # Whether a thread left running fails a call: in a kernel being graded (integrity.seal turns it on). A
@@ -2130,6 +2152,8 @@ def _install() -> None:
     import threading
     for cls, name in ((threading.Thread, "start"), (concurrent.futures.ThreadPoolExecutor, "submit")):
         setattr(cls, name, _handoff_wrapper(f"{cls.__name__}.{name}", getattr(cls, name)))
+    for cls in _graph_classes():   # (the subclass's replay calls its base's: one replay counts twice, still refused)
+        cls.replay = _graph_replay_wrapper(cls.replay)
     import _thread
     for name in ("start_new_thread", "start_joinable_thread"):   # (threading's own are bound already)
         if hasattr(_thread, name):
