@@ -4,8 +4,9 @@ from contextlib import contextmanager
 
 import pytest
 import torch
+import triton
 
-from grader.compare import is_poison
+from grader.compare import CheckFailed, is_poison
 from grader.student import bounds, guard
 from grader.student.guard import Refused, watch
 from conftest import DEVICE, needs_gpu, on_gpu_only
@@ -127,6 +128,54 @@ def test_on_a_gpu_replaying_a_captured_graph_is_counted_however_it_is_reached():
         graphed(x.clone().requires_grad_())
     assert record.graph_replays >= 3 and record.launches == 1
     torch.testing.assert_close(static["y"], 2 * x)
+
+
+def test_an_autotuner_that_benchmarks_in_cuda_graphs_is_timed_plainly_under_the_guard_and_put_back():
+    import warnings
+    import triton.testing
+    configs = [triton.Config({"BLOCK": 256})]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graphed = triton.autotune(configs, key=["n"], use_cuda_graph=True)(kernels.add_kernel)
+    plain = triton.autotune(configs, key=["n"])(kernels.add_kernel)
+    assert guard._benchmarks_in_graphs(graphed) and not guard._benchmarks_in_graphs(plain)
+    before = dict(vars(graphed))
+    with guard._benchmark_replaced(graphed, guard._plain_bench):
+        assert graphed.do_bench is guard._plain_bench
+    assert {k: vars(graphed).get(k) for k in ("_do_bench", "do_bench")} == \
+        {k: before.get(k) for k in ("_do_bench", "do_bench")}
+
+
+@needs_gpu("an autotuner's CUDA-graph benchmark needs a GPU")
+def test_on_a_gpu_an_autotuner_that_benchmarks_in_cuda_graphs_is_honest():
+    # triton.autotune(..., use_cuda_graph=True) captures and replays each candidate on a stream of its own
+    # while it tunes (triton.testing.do_bench_cudagraph): Triton's work, not the student's, even at the
+    # timed shape, where the autotuner tunes as Triton does.
+    import warnings
+    from grader import exercises
+    from grader.student.checks import run_student
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")             # (the argument is deprecated for do_bench=, still honest)
+        tuned = triton.autotune([triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 1024})], key=["n"],
+                                use_cuda_graph=True)(kernels.add_kernel)
+
+    def add(x, y):
+        out = torch.empty_like(x)
+        tuned[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, out, x.numel())
+        return out
+
+    spec = exercises.get("day1.vector_add")
+    x, y = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    out = run_student(spec, add, (x, y), "the timed shape", tune_briefly=False)
+    torch.testing.assert_close(out, x + y)
+    # ... while the same autotuner entered on a side stream launches there
+    side = torch.cuda.Stream()
+
+    def add_on_a_side_stream(x, y):
+        with torch.cuda.stream(side):
+            return add(x, y)
+    with pytest.raises(CheckFailed, match="on another CUDA stream"):
+        run_student(spec, add_on_a_side_stream, (x, y), "the timed shape", tune_briefly=False)
 
 
 def test_a_few_values_read_out_are_honest_an_element_by_element_answer_is_not():

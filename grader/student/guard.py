@@ -1642,6 +1642,8 @@ def _launch_wrapper(original, counts: bool, tritons: bool, entry: bool):
             if state.compile_ahead and _is_autotuner(self):
                 _compile_candidates(self, args, kwargs)
                 tuning = _tuned_quickly(self)
+            elif _is_autotuner(self) and _benchmarks_in_graphs(self):
+                tuning = _benchmark_replaced(self, _plain_bench)
             try:
                 compiled_source = nullcontext()
                 if type(self).__name__ == "GridExecutor":
@@ -1786,28 +1788,54 @@ def _tuned_quickly(autotuner):
     A check's cases are a dozen new tuning keys, each with every candidate benchmarked: once compiling
     is done ahead, that is most of a check's time (day 4's attention: 16 keys x 6 candidates). The
     candidate chosen is still the student's fastest, measured less precisely; every candidate is the
-    student's code, so whichever is chosen must be right. Speed checks, and an autotuner given its own
-    benchmark function, tune exactly as Triton does.
+    student's code, so whichever is chosen must be right. Speed checks tune exactly as Triton does, and
+    an autotuner given its own benchmark function runs it (but one in CUDA graphs: _benchmarks_in_graphs).
     """
     own = vars(autotuner)
-    if own.get("_do_bench", "absent") is not None:   # Triton before 3.6, or the student's benchmark
-        yield
+    if own.get("_do_bench", "absent") is not None and not _benchmarks_in_graphs(autotuner):
+        yield   # Triton before 3.6, or the student's benchmark
         return
-    # Triton 3.6 keeps the benchmark in a cached property (in the instance's dict once read), later
-    # versions read `_do_bench` each time: both are set, and both put back.
-    kept = own.get("do_bench", _NOTHING)
-    own["_do_bench"] = own["do_bench"] = _quick_bench
+    with _benchmark_replaced(autotuner, _quick_bench):
+        yield
+
+
+def _benchmarks_in_graphs(autotuner) -> bool:
+    """Whether an autotuner times its candidates in CUDA graphs (triton.autotune(use_cuda_graph=True), or
+    do_bench=triton.testing.do_bench_cudagraph). Under the guard such a capture fails (on an H200, with
+    torch 2.11 and triton 3.6: "operation failed due to a previous error during capture"), and its launches
+    run on a stream of its own, which the guard counts as a side stream: such an autotuner times them with
+    triton.testing.do_bench there instead, on the caller's stream. The candidate chosen is still the
+    fastest, timed by another clock."""
+    import triton.testing
+    own = vars(autotuner)
+    return bool(getattr(autotuner, "use_cuda_graph", False)) or triton.testing.do_bench_cudagraph in (
+        own.get("_do_bench"), own.get("do_bench"))
+
+
+@contextmanager
+def _benchmark_replaced(autotuner, bench):
+    """The autotuner times its candidates with `bench` inside the block. Triton 3.6 keeps the benchmark in
+    a cached property (in the instance's dict once read), later versions read `_do_bench` each time, and
+    those before 3.6 set `do_bench` in the instance: both are set, and both put back as they were."""
+    own = vars(autotuner)
+    kept = {name: own.get(name, _NOTHING) for name in ("_do_bench", "do_bench")}
+    own["_do_bench"] = own["do_bench"] = bench
     try:
         yield
     finally:
-        own["_do_bench"] = None
-        if kept is _NOTHING:
-            own.pop("do_bench", None)
-        else:
-            own["do_bench"] = kept
+        for name, value in kept.items():
+            if value is _NOTHING:
+                own.pop(name, None)
+            else:
+                own[name] = value
 
 
 _NOTHING = object()
+
+
+def _plain_bench(kernel_call, quantiles=None):
+    import triton.testing
+    return triton.testing.do_bench(kernel_call, quantiles=quantiles)
 
 
 def _quick_bench(kernel_call, quantiles=None):
