@@ -255,11 +255,12 @@ def refuse(spec, record, who: str, where: str, *, timed: bool = False, launches:
 
 
 def replayed_a_graph(spec, who: str, where: str) -> CheckFailed:
-    return CheckFailed(f"{spec.title}: {who} replayed a CUDA graph{' ' + where if where else ''}. A graph runs again kernels captured "
+    where = f" {where}" if where else ""
+    return CheckFailed(f"{spec.title}: {who} replayed a CUDA graph{where}. A graph runs again kernels captured "
                        f"before the call, where the grader did not watch them: it cannot tell what they "
-                       f"compute, nor count the memory the graph keeps. Launch your kernels in the call itself. "
-                       f"(Graphs do save launch time, and you may use them in your own code; a graded call must "
-                       f"show its work.)")
+                       f"compute, nor count the memory the graph keeps. Launch your kernels in the call "
+                       f"itself. (Graphs do save launch time, and you may use them in your own code; a graded "
+                       f"call must show its work.)")
 
 
 def _compare_outputs(spec, got, expected, dtype, label):
@@ -1028,16 +1029,18 @@ def step_memory(spec, fn, args, dy, student: bool = True) -> int:
     step (the gradients it returns included), or the most its own allocations held at once where that is
     more (own_peak: memory from before the step that it freed lowers nothing), plus the memory it used
     that existed before and is not one of its inputs: a workspace or a cache kept between calls counts as
-    the step's own, as it would if it were allocated in it. Memory reserved in a private pool (a CUDA graph's, a torch.cuda.MemPool's)
-    that no tensor held when the step began counts too, less what the step's allocations took of it:
-    only that pool's allocations can use it, and a graph's replay, which allocates nothing, computes in it
-    (idle_in_private_pools). The student's step runs under the guard, which notes that memory; the
-    function should have run once at this shape already (compiled and tuned). GPU only."""
+    the step's own, as it would if it were allocated in it. Memory reserved in a private pool (a CUDA
+    graph's, a torch.cuda.MemPool's) that no tensor held when the step began counts too, less what the
+    step's allocations took of it: only that pool's allocations can use it, and a graph's replay, which
+    allocates nothing, computes in it (idle_in_private_pools). The student's step runs under the guard,
+    which notes that memory; the function should have run once at this shape already (compiled and
+    tuned). GPU only."""
     import gc
     gc.collect()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()   # the pools of graphs no longer referenced go back here: what stays is in use
-    idle, pools = idle_in_private_pools(torch.cuda.memory._snapshot().get("segments", []), torch.cuda.current_device())
+    idle, pools = idle_in_private_pools(torch.cuda.memory._snapshot().get("segments", []),
+                                        torch.cuda.current_device())
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     with _allocations_traced() as trace:

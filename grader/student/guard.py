@@ -2180,7 +2180,7 @@ def _install() -> None:
     import threading
     for cls, name in ((threading.Thread, "start"), (concurrent.futures.ThreadPoolExecutor, "submit")):
         setattr(cls, name, _handoff_wrapper(f"{cls.__name__}.{name}", getattr(cls, name)))
-    for cls in _graph_classes():   # (the subclass's replay calls its base's: one replay counts twice, still refused)
+    for cls in _graph_classes():   # (the subclass's replay calls its base's: a replay may count twice)
         cls.replay = _graph_replay_wrapper(cls.replay)
     import _thread
     for name in ("start_new_thread", "start_joinable_thread"):   # (threading's own are bound already)
