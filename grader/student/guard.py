@@ -1808,8 +1808,10 @@ def _benchmarks_in_graphs(autotuner) -> bool:
     fastest, timed by another clock."""
     import triton.testing
     own = vars(autotuner)
-    return bool(getattr(autotuner, "use_cuda_graph", False)) or triton.testing.do_bench_cudagraph in (
-        own.get("_do_bench"), own.get("do_bench"))
+    flag = own.get("use_cuda_graph")
+    # (by type and identity: an object of the notebook's would run its __bool__ or __eq__ here, unwatched)
+    return type(flag) in (bool, int) and bool(flag) or any(
+        own.get(name) is triton.testing.do_bench_cudagraph for name in ("_do_bench", "do_bench"))
 
 
 @contextmanager
