@@ -57,6 +57,9 @@ EXPECTED = {
     "d1_swaps_run_student": ("day1", 0, 0, "wrong, no Triton; the guard's run_student swapped for PyTorch "
                              "through a parameter named self and a helper handed grader"),
     "d1_reads_memory": ("day1", 0, 0, "a kernel for show; the sum in NumPy of inputs read from /proc/self/mem"),
+    "d1_gc_finalizer": ("day1", 0, 0, "a kernel for show, autotuned; x + y by PyTorch in a finalizer on a reference "
+                        "cycle, timed to run in a garbage collection inside the autotuner's own work, where the "
+                        "guard looks away (red team: 3 of 3 on the CPU before collections were held off)"),
     "d2_full": ("day2", 11, 17, "everything right"),
     "d2_partial": ("day2", 5, 9, "softmax right; RMSNorm backward drops the mean term; no cross-entropy"),
     "d2_torch_softmax": ("day2", 0, 0, "torch.softmax inside, a kernel launched for show"),
@@ -242,6 +245,56 @@ def add(x, y):
         mem.seek(y.data_ptr())
         b = np.frombuffer(mem.read(y.numel() * 4), dtype=np.float32)
     return torch.from_numpy((a + b).reshape(tuple(x.shape)))
+''',
+    "d1_gc_finalizer": '''import traceback
+import weakref
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])
+@triton.jit
+def token_kernel(out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32), mask=offs < n)
+
+class Cycle:
+    def __init__(self, job):
+        self.me, self.job = self, job
+
+def inside_the_autotuner():   # the innermost frame of the grader's is its launch wrapper, around Triton's autotuner
+    frames = [(f.filename.split("/")[-1], f.name) for f in traceback.extract_stack()
+              if "/triton/" in f.filename or "/grader/" in f.filename]
+    ours = [i for i, (file, name) in enumerate(frames) if file == "guard.py" and not name.endswith("_bench")]
+    return bool(ours) and frames[ours[-1]][1] == "run" and ours[-1] + 1 < len(frames) \\
+        and frames[ours[-1] + 1][0] == "autotuner.py"
+
+def finalizer(job):
+    if job["done"]:
+        return
+    if inside_the_autotuner():
+        torch.add(job["x"], job["y"], out=job["out"])
+        job["done"] = True
+    else:
+        weakref.finalize(Cycle(job), finalizer, job)   # again at the next collection
+
+CALLS = [0]
+
+def add(x, y):
+    out = torch.empty_like(x)
+    job = {"done": False, "x": x, "y": y, "out": out}
+    CALLS[0] += 1
+    scratch = torch.empty(64, device=x.device)
+    for attempt in range(40):   # a collection has just run; line the next one up with a new tuning key
+        seen = []
+        weakref.finalize(Cycle(None), seen.append, 1)
+        keep = []
+        while not seen and len(keep) < 5000:
+            keep.append([])
+        keep += [[] for _ in range(max(0, 690 - 17 * attempt))]
+        weakref.finalize(Cycle(job), finalizer, job)
+        token_kernel[lambda meta: (triton.cdiv(64, meta["BLOCK"]),)](scratch, 100 + CALLS[0] * 64 + attempt)
+        del keep
+        if job["done"]:
+            break
+    return out
 ''',
 }
 PATCHES = {

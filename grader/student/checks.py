@@ -503,13 +503,19 @@ def no_automatic_collection(spec, label: str):
     was = gc.isenabled()
     gc.disable()
     try:
-        _watched(spec, lambda: gc.collect(1), "code of yours that ran when the grader collected garbage before a "
-                 "case", f"on {label} (a __del__, or a finalizer)")
+        collect_young_garbage(spec, label)
         gc.freeze()
         yield
     finally:
         if was:
             gc.enable()
+
+
+def collect_young_garbage(spec, label: str) -> None:
+    """Collect the garbage made since the last collection, under the guard: a finalizer or __del__ of the
+    notebook's that runs here is the student's code, and computing with PyTorch in it fails the case."""
+    _watched(spec, lambda: gc.collect(1), "code of yours that ran when the grader collected garbage before a "
+             "case", f"on {label} (a __del__, or a finalizer)")
 
 
 # What a window froze is unfrozen at exit: the interpreter's last collection then frees it as it would have

@@ -34,9 +34,9 @@ from grader import exercises, shared_tensors
 from grader.compare import CheckFailed
 from grader.quiet import stderr_to_stdout
 from grader.student.checks import compile_ahead as checks_compile_ahead
-from grader.student.checks import (_as_tuple, _plain, from_a_function, judged_outputs, no_saved_tensor_hooks, refuse,
-                                   run_student, step, step_leaves, step_memory, student_backward, watch_student,
-                                   where_it_raised)
+from grader.student.checks import (_as_tuple, _plain, collect_young_garbage, from_a_function, judged_outputs,
+                                   no_automatic_collection, no_saved_tensor_hooks, refuse, run_student, step,
+                                   step_leaves, step_memory, student_backward, watch_student, where_it_raised)
 from grader.student import integrity
 from grader.student.guard import foreign_gpu_work
 
@@ -98,21 +98,25 @@ def kernel_case(fn, key: str, shape, dtype_name: str, device: str, seed: int, dy
     label = f"shape {shape}, {dtype_name}"
     result = {"ok": True}
     try:
-        args, gen = case_inputs(spec, shape, dtype, device, seed)
-        if spec.judge:
-            outputs = judged_outputs(spec, fn, args, gen, label)
-        elif spec.backward:
-            # the output gradient, drawn after the inputs as checks.expected_gradients draws it
-            dy = torch.randn(tuple(dy_shape), generator=gen, device=device).to(dtype)
-            outputs = student_backward(spec, fn, args, dy, label)
-            if timed and spec.memory_target and device == "cuda":
-                # Measured here, in the student's process, under the guard (docs/threat-model.md)
-                result["memory"] = step_memory(spec, fn, step_leaves(args), dy)
-        else:
-            # At the timed shape an autotuner tunes as Triton does: the timed calls use what it chooses.
-            outputs = _plain(spec, _as_tuple(run_student(spec, fn, args, label, tune_briefly=False if timed
-                                                         else None)), label)
-        _write(folder, request, result, outputs)
+        # No automatic garbage collection from before the call until its outputs are written: a finalizer
+        # of the notebook's would run wherever a collection fell, unwatched where the guard looks away
+        # (Triton's own work inside a launch) or after the call, over its outputs (docs/threat-model.md)
+        with no_automatic_collection(spec, label):
+            args, gen = case_inputs(spec, shape, dtype, device, seed)
+            if spec.judge:
+                outputs = judged_outputs(spec, fn, args, gen, label)
+            elif spec.backward:
+                # the output gradient, drawn after the inputs as checks.expected_gradients draws it
+                dy = torch.randn(tuple(dy_shape), generator=gen, device=device).to(dtype)
+                outputs = student_backward(spec, fn, args, dy, label)
+                if timed and spec.memory_target and device == "cuda":
+                    # Measured here, in the student's process, under the guard (docs/threat-model.md)
+                    result["memory"] = step_memory(spec, fn, step_leaves(args), dy)
+            else:
+                # At the timed shape an autotuner tunes as Triton does: the timed calls use what it chooses.
+                outputs = _plain(spec, _as_tuple(run_student(spec, fn, args, label, tune_briefly=False if timed
+                                                             else None)), label)
+            _write(folder, request, result, outputs)
     except CheckFailed as e:
         _failed(folder, request, str(e))
 
@@ -294,7 +298,11 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
     outputs, failure, clock, start = [], None, None, None
     launched = Counter()   # the student's Triton kernels by name, over every timed call
     compiled = {}          # what each asks of an SM (guard.CallRecord.compiled): said in the feedback
+    uncollected = contextlib.ExitStack()
     try:
+        # (no automatic garbage collection while the clock's calls run and their outputs are read: a
+        # finalizer of the notebook's that computed after a call would not be timed, as in kernel_case)
+        uncollected.enter_context(no_automatic_collection(spec, "the timed calls"))
         clock = _Clock(clock_path)
         integrity.no_event_hooks()
         setup = clock.receive()
@@ -312,6 +320,7 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
             message = clock.receive()
             if message.get("op") == "go":
                 outputs = graphs = None   # the last batch's, which the clock has checked
+                collect_young_garbage(spec, "the timed calls")   # (what they left in cycles: GPU memory too)
                 if spec.times_backward_only:
                     # A backward exercise times backward passes only: the forward passes run first, and
                     # have finished on the GPU before the calls queue behind the start signal.
@@ -364,6 +373,7 @@ def timed_batches(fn, key: str, clock_path: str, folder: str, request: str) -> N
     finally:
         if start is not None:
             start.close()
+        uncollected.close()
     if failure is not None:
         if clock is not None:
             with contextlib.suppress(OSError):
