@@ -1,4 +1,4 @@
-"""A synthetic class of 47 students across the five days: full, partial, blank, broken and cheating.
+"""A synthetic class of 48 students across the five days: full, partial, blank, broken and cheating.
 
 `hand_in(folder)` writes them as an LMS download would hold them (names as students and Colab give
 them); `EXPECTED` says what each must score, without a GPU and on one, and why. Built from the
