@@ -7,7 +7,7 @@ from grader.student import checks
 from grader import exercises
 from grader.pipeline import notebooks
 from grader.compare import CheckFailed
-from conftest import REPO, on_cpu_only, timed_runs
+from conftest import DEVICE, REPO, on_cpu_only, timed_runs
 import kernels
 
 
@@ -609,7 +609,7 @@ def test_a_backward_exercises_output_that_is_no_tensor_is_refused_before_the_gra
             read.append("grad_fn")
             return None
 
-    x, y = torch.randn(64), torch.randn(64)
+    x, y = torch.randn(64, device=DEVICE.torch_device), torch.randn(64, device=DEVICE.torch_device)
     with pytest.raises(CheckFailed, match="returned a Loss where a tensor was expected"):
         checks._student_graph(spec, lambda *args: Loss([kernels.add(x, y)]), [x, y], "a case")
     assert read == []
