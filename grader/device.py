@@ -187,6 +187,7 @@ def _switch_on_interpreter() -> None:
     interpreter_lang.install_tree_reduce()   # tl.reduce by a combine function folds pairwise, as a GPU does
     interpreter_lang.install_saturating_casts()   # a float past an integer's range converts as on a GPU
     interpreter_lang.install_gpu_math()   # tl.exp, exp2, sqrt, rsqrt round and flush as the GPU's instructions do
+    interpreter_lang.install_descriptor_byte_strides()   # a descriptor's strides checked in bytes, as TMA does
 
 
 def _uses_gpu(force_cpu: bool) -> bool:

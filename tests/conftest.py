@@ -13,6 +13,25 @@ REPO = Path(__file__).resolve().parent.parent
 on_cpu_only = pytest.mark.skipif(DEVICE.is_gpu, reason="checks the behaviour without a GPU")
 
 
+def wrap_triton_takes_interpreted_kernels() -> bool:
+    """Whether this PyTorch's wrap_triton launches a kernel of Triton's CPU interpreter (2.7's and 2.9's
+    refuse: there an honest triton_op notebook fails on the CPU as it would in the student's own notebook)."""
+    if DEVICE.is_gpu:
+        return True
+    import torch
+    import triton
+    from torch.library import wrap_triton
+
+    @triton.jit
+    def probe(x_ptr):
+        pass
+    try:
+        wrap_triton(probe)[(1,)](torch.zeros(1))
+        return True
+    except Exception:   # noqa: BLE001 - what PyTorch says is its own business here
+        return False
+
+
 def needs_gpu(reason: str = "needs a CUDA GPU"):
     """Marks a test `gpu` and skips it without one (`pytest -m gpu` on a GPU machine runs just these)."""
     def mark(test):

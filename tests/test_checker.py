@@ -12,7 +12,7 @@ import torch
 
 import classroom
 from adversarial_class import cell, filled, insert_before
-from conftest import DEVICE, nbgrader
+from conftest import DEVICE, nbgrader, wrap_triton_takes_interpreted_kernels
 from grader.pipeline import batch, submissions
 from grader.student import serve
 from grader.checker.cells import GradedCall, graded_calls
@@ -158,24 +158,6 @@ TRITON_OP = textwrap.dedent(KERNEL) + textwrap.dedent('''
         torch.library.wrap_triton(add_kernel)[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK_SIZE=1024)
         return out
     ''')
-
-
-def _wrap_triton_takes_interpreted_kernels() -> bool:
-    """Whether this PyTorch's wrap_triton launches a kernel of Triton's CPU interpreter (2.7's refuses:
-    there an honest triton_op notebook fails on the CPU as it would in the student's own notebook)."""
-    if DEVICE.is_gpu:
-        return True
-    import triton
-    from torch.library import wrap_triton
-
-    @triton.jit
-    def probe(x_ptr):
-        pass
-    try:
-        wrap_triton(probe)[(1,)](torch.zeros(1))
-        return True
-    except Exception:   # noqa: BLE001 - what PyTorch says is its own business here
-        return False
 
 
 WRONG_ADD = {"tl.store(out_ptr + offsets, x + y, mask=mask)": "tl.store(out_ptr + offsets, x - y, mask=mask)"}
@@ -376,7 +358,7 @@ def _class():
     }
 
 
-WRAP_TRITON_HERE = _wrap_triton_takes_interpreted_kernels()
+WRAP_TRITON_HERE = wrap_triton_takes_interpreted_kernels()
 
 
 # Submissions graded without the submission rules: the rules refuse the route they take to the kernel's

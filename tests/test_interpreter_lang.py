@@ -333,3 +333,32 @@ def test_float32_math_flushes_and_rounds_as_the_gpus_instructions():
     product = torch.tensor(45.0) * torch.tensor(1.4426950408889634)   # (both float32)
     assert exp[2] == torch.exp2(product.double()).float().item() != torch.exp(torch.tensor(45.0)).item()
     assert sqrt_rn[0] > 0                           # 1e-20: IEEE's square root keeps subnormals
+
+
+@triton.jit
+def _copy_by_descriptor(src_desc, dst_ptr, ROWS: tl.constexpr, COLS: tl.constexpr):
+    block = src_desc.load([0, 0])
+    rows, cols = tl.arange(0, ROWS), tl.arange(0, COLS)
+    tl.store(dst_ptr + rows[:, None] * COLS + cols[None, :], block)
+
+
+def test_a_descriptor_s_strides_are_checked_in_bytes_as_tma_checks_them():
+    # Triton 3.4 and 3.5's interpreter asked for strides of 16 elements; TMA asks for 16 bytes, which a
+    # float16 matrix of 8 columns has (one of 4 columns has not, and is refused as on a GPU).
+    descriptors = pytest.importorskip("triton.tools.tensor_descriptor")
+    import numpy as np
+    x = torch.randn(16, 8).to(torch.float16)
+    out = torch.empty_like(x)
+    _copy_by_descriptor[(1,)](descriptors.TensorDescriptor(x, list(x.shape), list(x.stride()), [16, 8]), out,
+                              ROWS=16, COLS=8)
+    assert torch.equal(out, x)
+
+    def handle(row_stride):
+        made = object.__new__(interp.TensorDescHandle)
+        made.base = interp.TensorHandle(np.array([x.data_ptr()], dtype=np.uint64), tl.pointer_type(tl.float16))
+        made.strides = [interp.TensorHandle(np.array([s], dtype=np.int64), tl.int64) for s in (row_stride, 1)]
+        made.ndim, made.block_shape, made.shape = 2, [16, 8], made.strides
+        return made
+    handle(8).validate()
+    with pytest.raises(AssertionError, match="stride must be 16-byte aligned"):
+        handle(4).validate()

@@ -13,7 +13,7 @@ import triton
 
 import grader
 import redteam_softmax_answers as answers
-from conftest import DEVICE, on_cpu_only
+from conftest import DEVICE, on_cpu_only, wrap_triton_takes_interpreted_kernels
 from grader.compare import CheckFailed
 
 PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n"
@@ -389,8 +389,8 @@ FIFTH_TEAM_HONEST = ["HONEST_ROWS_EXP2_KEEPDIMS", "HONEST_REDUCE_COMBINE", "HONE
 
 @pytest.mark.parametrize("name", FIFTH_TEAM_HONEST)
 def test_the_fifth_red_teams_honest_kernels_pass(name, tmp_path):
-    if name == "HONEST_TRITON_OP" and not DEVICE.is_gpu and tuple(map(int, torch.__version__.split(".")[:2])) < (2, 8):
-        pytest.skip("torch 2.7's wrap_triton does not take an interpreted kernel")
+    if name == "HONEST_TRITON_OP" and not wrap_triton_takes_interpreted_kernels():
+        pytest.skip("this torch's wrap_triton does not take an interpreted kernel (2.7's and 2.9's)")
     grader.check("day2.softmax", _softmax_of(getattr(answers, name), tmp_path, f"honest_{name.lower()}"), hidden=True)
 
 
@@ -411,9 +411,12 @@ def test_python_the_compiler_runs_on_constants_may_not_reach_past_triton(route, 
 def test_a_call_runs_only_what_was_compiled_for_a_call_like_it(tmp_path):
     # No module but Triton's: the branch compiled for the call with a string may not run for the call with a
     # block (a tuple's kind is its elements' kinds; "any" no longer matches every call).
-    with pytest.raises(CheckFailed, match="ran Python that Triton's compiler did not compile|another value than Triton"):
+    with pytest.raises(CheckFailed) as failed:
         grader.check("day2.softmax", _softmax_of(answers.UNION_OF_TWO_CALLS, tmp_path, "cheat_union_of_two_calls"),
                      hidden=True)
+    said = str(failed.value)
+    assert any(why in said for why in ("ran Python that Triton's compiler did not compile", "another value than Triton",
+                                       "'str' object has no attribute 'type'")), said   # (Triton 3.5's own refusal)
 
 
 @on_cpu_only

@@ -286,6 +286,36 @@ def install_saturating_casts() -> None:
     _replace_builder_methods(("create_fp_to_si", "create_fp_to_ui"), _saturating)
 
 
+def install_descriptor_byte_strides() -> None:
+    """A tensor descriptor's strides checked in bytes, as the GPU's TMA checks them (once per process).
+
+    Before Triton 3.6 (3.4 and 3.5 have tensor descriptors) the interpreter asserted each stride but the
+    last to be a multiple of 16 *elements*, where TMA asks for 16 bytes: a float16 matrix of 8 or 24
+    columns, which a GPU reads by TMA, failed with "stride must be 16-byte aligned" on the CPU. Where the
+    interpreter's own check says so, the strides are checked again in bytes; every other check is its own."""
+    try:
+        import triton.runtime.interpreter as interp
+    except ImportError:  # pragma: no cover - triton is a dependency
+        return
+    handle = getattr(interp, "TensorDescHandle", None)
+    original = getattr(handle, "validate", None)
+    if original is None or getattr(original, "as_the_gpu", False):
+        return
+
+    def validate(self):
+        try:
+            return original(self)
+        except AssertionError as error:
+            if str(error) != "stride must be 16-byte aligned":
+                raise
+            itemsize = self.base.dtype.element_ty.primitive_bitwidth // 8
+            if any(stride.data.item() * itemsize % 16 for stride in self.strides[:-1]):
+                raise
+            assert self.strides[-1].data.item() == 1, "last dim must be contiguous"
+    validate.as_the_gpu = True
+    handle.validate = validate
+
+
 def _replace_builder_methods(names, as_the_gpu) -> None:
     """Put `as_the_gpu(original, name)` in place of each of the interpreter's builder methods `names`, once
     (what it returns is marked `as_the_gpu`)."""
