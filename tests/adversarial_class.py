@@ -29,6 +29,8 @@ EXPECTED = {
     "d1_blank": ("day1", 0, 0, "the untouched release"),
     "d1_only_add": ("day1", 3, 5, "only vector_add handed in, right"),
     "d1_torch_add": ("day1", 0, 0, "launches a kernel for show, returns x + y computed by PyTorch"),
+    "d1_warning_computes": ("day1", 0, 0, "a kernel for show; x + y by PyTorch in a warning's __str__ and in its file "
+                            "name's startswith, which the grader's printout of warnings ran after the watch"),
     "d1_cache": ("day1", 3, 3, "right, but keeps results by input address: timed calls launch nothing"),
     "d1_token_cache": ("day1", 3, 3, "a token launch per call, the kept result returned: stale after timing"),
     "d1_mutates": ("day1", 0, 0, "writes the sum into x and returns x"),
@@ -129,6 +131,35 @@ def add(x, y):
     return out
 '''
 ADD_VARIANTS = {
+    "d1_warning_computes": KERNEL + '''import warnings
+
+
+class TuningNote(UserWarning):
+    def __init__(self, x, y, out):
+        super().__init__("tuning note")
+        self.x, self.y, self.out = x, y, out
+        self.seen = 0
+
+    def __str__(self):
+        self.seen += 1
+        if self.seen == 2:              # the second reading: the grader's printout, after the watch
+            self.out.copy_(self.x + self.y)
+        return "tuning note"
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(1,)](x, y, out, 1, BLOCK_SIZE=16)
+
+    class Where(str):
+        def startswith(self, *args):
+            out.copy_(x + y)
+            return str(self).startswith(*args)
+
+    warnings.warn(TuningNote(x, y, out))
+    warnings.warn_explicit("a note", UserWarning, Where("/tmp/notes.py"), 1)
+    return out
+''',
     "d1_torch_add": KERNEL + '''def add(x, y):
     add_kernel[(1,)](x, y, torch.empty_like(x), 1, BLOCK_SIZE=16)
     return x + y

@@ -4,6 +4,7 @@ import sys
 import warnings
 
 import numpy
+import pytest
 
 from grader.quiet import stderr_to_stdout
 
@@ -27,3 +28,42 @@ def test_a_single_warning_says_no_count(capfd):
     with stderr_to_stdout():
         warnings.warn("once")
     assert "(warning from your code) UserWarning: once" in capfd.readouterr().out
+
+
+def test_a_warning_is_never_asked_for_its_text_or_file_after_the_call(capfd):
+    # The printout runs after the guard stopped watching: a red team's warning computed the answer in its
+    # __str__ (called a second time there) or in its file name's startswith, and scored full marks.
+    asked = []
+
+    class Note(UserWarning):
+        def __str__(self):
+            asked.append("__str__")
+            return "note"
+
+    class Where(str):
+        def startswith(self, *args):
+            asked.append("startswith")
+            return str.startswith(self, *args)
+
+    class Odd(UserWarning):
+        def __init__(self):
+            super().__init__(["not", "text"])
+    with stderr_to_stdout():
+        warnings.warn(Note("tuning note"))
+        called_inside = len(asked)      # (Python's warnings module reads the text once, inside the call)
+        warnings.warn_explicit("a note", UserWarning, Where("/tmp/notes.py"), 1)
+        warnings.warn(Odd())
+    out = capfd.readouterr().out
+    assert asked == ["__str__"] and called_inside == 1
+    assert "(warning from your code) Note: tuning note" in out
+    assert "(warning from your code) UserWarning: a note" in out
+    assert "(warning from your code) Odd: (not shown: a message of class Odd)" in out
+
+
+def test_warnings_of_a_call_that_raises_are_still_printed(capfd):
+
+    with pytest.raises(ValueError):
+        with stderr_to_stdout():
+            warnings.warn("BLOCK_SIZE too large")
+            raise ValueError("boom")
+    assert "(warning from your code) UserWarning: BLOCK_SIZE too large" in capfd.readouterr().out
