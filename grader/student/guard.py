@@ -2043,19 +2043,19 @@ def _graph_bench_wrapper(original):
     around it, or a benchmark of the notebook's that calls it. So there it times with
     triton.testing.do_bench on the caller's stream (the same repetitions, quantiles and return mode): the
     candidate chosen is still the fastest, by another clock. Outside watch() it is Triton's."""
+    import triton.testing
     signature = inspect.signature(original)
+    plain = inspect.signature(triton.testing.do_bench).parameters
 
     @functools.wraps(original)
     def do_bench_cudagraph(*args, **kwargs):
         if _active is None:
             return original(*args, **kwargs)
-        import triton.testing
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError:
             return original(*args, **kwargs)   # (its own error for arguments it does not take)
         bound.apply_defaults()
-        plain = inspect.signature(triton.testing.do_bench).parameters
         return triton.testing.do_bench(**{name: value for name, value in bound.arguments.items() if name in plain})
     return do_bench_cudagraph
 

@@ -22,7 +22,9 @@ Things the interpreter does differently from a GPU are changed:
   sum over 17,000 columns missed a relative tolerance of 1e-5), and calls the combine function once per
   element. A GPU folds in a tree: each thread its few elements, then pairs of threads and warps. Folding
   pairwise on whole blocks rounds as the GPU does, within a small factor, and calls the combine function
-  log2(n) times.
+  log2(n) times;
+- a tensor descriptor's strides are checked in bytes, as TMA checks them, where Triton 3.4 and 3.5 asked
+  for 16 elements (install_descriptor_byte_strides).
 """
 from __future__ import annotations
 
