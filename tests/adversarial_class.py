@@ -29,6 +29,8 @@ EXPECTED = {
     "d1_blank": ("day1", 0, 0, "the untouched release"),
     "d1_only_add": ("day1", 3, 5, "only vector_add handed in, right"),
     "d1_torch_add": ("day1", 0, 0, "launches a kernel for show, returns x + y computed by PyTorch"),
+    "d1_warning_finalizer": ("day1", 0, 0, "a kernel for show; x + y by PyTorch in a finalizer of a warning's source, "
+                              "which the grader freed after the watch before it let go of warnings inside it"),
     "d1_warning_computes": ("day1", 0, 0, "a kernel for show; x + y by PyTorch in a warning's __str__ and in its file "
                             "name's startswith, which the grader's printout of warnings ran after the watch"),
     "d1_cache": ("day1", 3, 3, "right, but keeps results by input address: timed calls launch nothing"),
@@ -158,6 +160,22 @@ def add(x, y):
 
     warnings.warn(TuningNote(x, y, out))
     warnings.warn_explicit("a note", UserWarning, Where("/tmp/notes.py"), 1)
+    return out
+''',
+    "d1_warning_finalizer": KERNEL + '''import warnings
+import weakref
+
+
+class Note:
+    pass
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(1,)](x, y, out, 1, BLOCK_SIZE=16)
+    source = Note()
+    weakref.finalize(source, torch.add, x, y, out=out)
+    warnings.warn("a note", UserWarning, source=source)
     return out
 ''',
     "d1_torch_add": KERNEL + '''def add(x, y):

@@ -1,4 +1,4 @@
-"""49 students' submissions across the five days, graded by the real pipeline: collect, sanitize, autograde, export.
+"""50 students' submissions across the five days, graded by the real pipeline: collect, sanitize, autograde, export.
 
 Each submission's expected score is written down in tests/adversarial_class.py, without a GPU and on
 one (the speed parts). None may get points it does not deserve, crash the batch or cost another

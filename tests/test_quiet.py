@@ -67,3 +67,24 @@ def test_warnings_of_a_call_that_raises_are_still_printed(capfd):
             warnings.warn("BLOCK_SIZE too large")
             raise ValueError("boom")
     assert "(warning from your code) UserWarning: BLOCK_SIZE too large" in capfd.readouterr().out
+
+
+def test_a_watched_call_s_warnings_are_let_go_of_inside_and_printed_outside(capfd):
+    # Objects of the call's (a warning's source, a filter it added) are freed at the end of the inner block,
+    # inside the guard's watch, and the enclosing printout gets plain text only.
+    import weakref
+    from grader.quiet import let_go_of_warnings
+
+    class Note:
+        pass
+    freed = []
+    with stderr_to_stdout():
+        with let_go_of_warnings():
+            source, entry = Note(), Note()
+            weakref.finalize(source, freed.append, "source")
+            weakref.finalize(entry, freed.append, "filter's entry")
+            warnings.warn("a note", UserWarning, source=source)
+            warnings.filters.append(("ignore", None, entry, None, 0))
+            del source, entry
+        assert sorted(freed) == ["filter's entry", "source"]
+    assert "(warning from your code) UserWarning: a note" in capfd.readouterr().out

@@ -22,7 +22,7 @@ from grader import _PACKAGE_DIR, exercises, hardware, timing
 from grader.exercises import reference_figures
 from grader import device as _device
 from grader.compare import TOLERANCES, CheckFailed, describe_mismatch
-from grader.quiet import stderr_to_stdout
+from grader.quiet import let_go_of_warnings, stderr_to_stdout
 from grader.student import gpu_compile, integrity, memcheck
 from grader.student.bounds import OutOfBounds
 from grader.student.interpreter_lang import CombineOrderMatters
@@ -125,13 +125,17 @@ INTERPRETER_INT = ("In Triton's CPU interpreter the variable of a `for ... in ra
                    "both, or widen the bounds before the loop.")
 
 
+@contextlib.contextmanager
 def watch_student(spec, inputs, **options):
     """guard.watch with what the exercise permits on a call with these `inputs` (the forward's, first):
-    its extra ops, and only linear maps of large tensors where it says so (spec.linear_above)."""
+    its extra ops, and only linear maps of large tensors where it says so (spec.linear_above). The call's
+    warnings are let go of inside the watch (quiet.let_go_of_warnings)."""
     bound = spec.linear_above(*_tensors_in(inputs)) if spec.linear_above else None
     sum_limit = spec.sum_limit(*_tensors_in(inputs)) if spec.sum_limit else None
-    return watch(also_allowed=spec.also_allowed, linear_above=bound, sum_limit=sum_limit,
-                 launch_bits=_launch_bits(spec, inputs), pieces=_pieces(spec, inputs), **options)
+    with watch(also_allowed=spec.also_allowed, linear_above=bound, sum_limit=sum_limit,
+               launch_bits=_launch_bits(spec, inputs), pieces=_pieces(spec, inputs), **options) as record, \
+            let_go_of_warnings():
+        yield record
 
 
 def _rows(inputs) -> int:
